@@ -1,0 +1,34 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "stillmoment",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "StillMomentAudio", targets: ["StillMomentAudio"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // System libraries (Debian: libmpg123-dev, libfaad-dev, libsoxr-dev).
+        .systemLibrary(name: "CMpg123", pkgConfig: "libmpg123"),
+        .systemLibrary(name: "CFaad"),
+        .systemLibrary(name: "CSoxr", pkgConfig: "soxr"),
+        // The real-time backend: SPSC ring and the ALSA output thread.
+        .target(
+            name: "CAudio",
+            linkerSettings: [.linkedLibrary("asound"), .linkedLibrary("pthread"), .linkedLibrary("m")]
+        ),
+        .target(
+            name: "StillMomentAudio",
+            dependencies: ["CAudio", "CMpg123", "CFaad", "CSoxr"]
+        ),
+        .testTarget(
+            name: "StillMomentAudioTests",
+            dependencies: ["StillMomentAudio", "CAudio"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,151 @@
+/*
+ * CAudio: the real-time backend of stillmoment.
+ *
+ * - sm_ring:   a lock-free single-producer/single-consumer ring of interleaved float
+ *              frames (power-of-two capacity, C11 acquire/release on the indices).
+ * - sm_output: an ALSA output thread that reads the ring and writes the PCM with
+ *              snd_pcm_writei. It never allocates, never locks and never calls into
+ *              Swift inside its loop. Control requests (pause, resume, flush, drain) are
+ *              posted through atomics and acknowledged through a futex.
+ *
+ * Indices ("ring index") count frames ever written to / read from the ring; they are
+ * 64-bit and never wrap in practice. The engine clock is the ring index of the frame
+ * the listener hears now (sm_output_played_index), derived from snd_pcm_delay.
+ */
+#ifndef CAUDIO_H
+#define CAUDIO_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- ring */
+
+typedef struct sm_ring sm_ring;
+
+/* Capacity is rounded up to a power of two frames. Returns NULL on bad arguments or
+ * out of memory. */
+sm_ring *sm_ring_create(uint32_t min_frames, uint32_t channels);
+void sm_ring_destroy(sm_ring *ring);
+
+uint32_t sm_ring_capacity(const sm_ring *ring);
+uint32_t sm_ring_channels(const sm_ring *ring);
+/* Producer side. */
+uint32_t sm_ring_writable(const sm_ring *ring);
+uint32_t sm_ring_write(sm_ring *ring, const float *frames, uint32_t count);
+uint64_t sm_ring_write_index(const sm_ring *ring);
+/* Consumer side. */
+uint32_t sm_ring_readable(const sm_ring *ring);
+uint32_t sm_ring_read(sm_ring *ring, float *frames, uint32_t count);
+uint64_t sm_ring_read_index(const sm_ring *ring);
+/* Consumer side: drop everything written so far (read index := write index).
+ * Returns the number of frames dropped. */
+uint32_t sm_ring_flush(sm_ring *ring);
+
+/* -------------------------------------------------------------- output */
+
+typedef enum sm_error_code {
+    SM_OK = 0,
+    SM_ERR_NO_DEVICE = 1,  /* unknown PCM name, no sound card */
+    SM_ERR_BUSY = 2,       /* device in use by another program */
+    SM_ERR_CONFIG = 3,     /* the device refused our rate/channels/buffer */
+    SM_ERR_FORMAT = 4,     /* none of float, S32, S16 */
+    SM_ERR_THREAD = 5,     /* could not start the output thread */
+    SM_ERR_MEMORY = 6,
+    SM_ERR_DEVICE_LOST = 7 /* the device failed while playing (unplugged, server gone) */
+} sm_error_code;
+
+typedef struct sm_error {
+    int code;             /* sm_error_code */
+    int alsa_errno;       /* ALSA's negative error, 0 if none */
+    char message[320];    /* what happened, including ALSA's snd_strerror text */
+} sm_error;
+
+typedef struct sm_output_config {
+    const char *device;      /* ALSA PCM name; NULL means "default" */
+    uint32_t rate;           /* requested rate; the device may give another */
+    uint32_t buffer_us;      /* device buffer, default 100000 */
+    uint32_t periods;        /* periods per buffer, default 4 */
+    uint32_t ring_frames;    /* ring capacity (rounded up to 2^n), default rate */
+    int want_realtime;       /* ask for SCHED_FIFO (1) or not (0) */
+    int rt_priority;         /* default 50 (clamped to RLIMIT_RTPRIO / sched_get_priority_max) */
+} sm_output_config;
+
+typedef enum sm_sample_format {
+    SM_FORMAT_FLOAT = 1,
+    SM_FORMAT_S32 = 2,
+    SM_FORMAT_S16 = 3
+} sm_sample_format;
+
+typedef struct sm_output_info {
+    uint32_t rate;
+    uint32_t channels;
+    uint32_t buffer_frames;
+    uint32_t period_frames;
+    uint32_t ring_frames;
+    int format;              /* sm_sample_format */
+    int can_pause;           /* the hardware supports snd_pcm_pause */
+} sm_output_info;
+
+typedef struct sm_output_stats {
+    uint64_t frames_written;     /* frames handed to the device, silence included */
+    uint64_t silence_frames;     /* silence written because the device would run dry */
+    uint32_t silence_events;
+    uint32_t xruns;              /* underruns recovered */
+    uint32_t suspends;           /* suspends recovered */
+    uint32_t rewinds;            /* pauses that took back queued audio (low latency) */
+    int realtime;                /* 1: SCHED_FIFO granted, 0: normal priority, -1: not started */
+    int rt_errno;                /* why SCHED_FIFO was refused (EPERM, ...) */
+    int paced;                   /* 1 when the device plays at real time (delay seen > 0) */
+    int failed;                  /* 1 when the device was lost; see sm_output_last_error */
+} sm_output_stats;
+
+typedef struct sm_output sm_output;
+
+/* Opens and configures the PCM; allocates everything the thread will need. */
+sm_output *sm_output_open(const sm_output_config *config, sm_error *error);
+/* Starts the real-time thread. */
+int sm_output_start(sm_output *out, sm_error *error);
+/* Stops the thread (without draining) and closes the PCM. NULL is allowed. */
+void sm_output_close(sm_output *out);
+
+sm_ring *sm_output_ring(sm_output *out);
+sm_output_info sm_output_get_info(const sm_output *out);
+sm_output_stats sm_output_get_stats(const sm_output *out);
+void sm_output_last_error(const sm_output *out, sm_error *error);
+
+/* The ring index of the frame being heard now (the engine clock). */
+uint64_t sm_output_played_index(const sm_output *out);
+
+typedef enum sm_request {
+    SM_REQ_PAUSE = 1,   /* ramp out (~5 ms), pause the device, flush the ring */
+    SM_REQ_RESUME = 2,  /* un-pause; the next frames ramp in */
+    SM_REQ_FLUSH = 3,   /* ramp out, flush the ring, keep the device running */
+    SM_REQ_DRAIN = 4    /* play everything in the ring, then drain the device */
+} sm_request;
+
+/* Posts a request (one at a time) and returns its sequence number. The producer must
+ * not write to the ring between posting PAUSE/FLUSH and their completion. */
+uint32_t sm_output_post(sm_output *out, int request);
+/* Waits until request `seq` is done; returns 1 when done, 0 on timeout. */
+int sm_output_wait(sm_output *out, uint32_t seq, int timeout_ms);
+/* After a PAUSE or FLUSH: the ring index of the first frame that was NOT heard (the
+ * frame to continue from). */
+uint64_t sm_output_stop_index(const sm_output *out);
+
+/* Producer helpers: wake the consumer after writing; wait (futex) until at least
+ * `frames` can be written, or the timeout passes. Return the writable count. */
+void sm_output_notify(sm_output *out);
+uint32_t sm_output_wait_writable(sm_output *out, uint32_t frames, int timeout_ms);
+
+/* Float to integer conversion as used by the output thread (exposed for tests). */
+void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dither_state);
+void sm_convert_s32(const float *in, int32_t *out, size_t samples);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
