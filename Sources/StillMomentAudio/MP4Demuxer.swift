@@ -1,0 +1,1302 @@
+// MP4Demuxer.swift — a memory-safe ISO-BMFF (MP4/M4A) demuxer for AAC audio.
+//
+// Reads the box structure and the sample table of the first AAC sound track, the trim
+// information (edit list or iTunSMPB) and the iTunes tags. It never reads the `mdat`
+// payload: the sample table gives each access unit's file offset and size, and the decoder
+// reads them one at a time through an `MP4ByteReader`.
+//
+// The parser is meant to be fuzzed. Every size and count is validated against the bytes
+// that actually hold it before anything is allocated, all arithmetic on file values is
+// checked, every loop advances by at least one byte, and nothing is recursive. Only `moov`
+// is read into memory (capped at `MP4File.maxMoovSize`), so memory is proportional to the
+// real size of the sample table; the per-sample offsets kept afterwards cost 8 bytes per
+// sample (plus 4 for the size when sizes vary).
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// MARK: - Public API
+
+/// Why an MP4/M4A file could not be demuxed.
+public enum MP4Error: Error, Equatable, Sendable {
+    /// The data does not start with an ISO-BMFF box (`ftyp`, `moov`, `mdat`, `free`, …).
+    case notMP4
+    /// A box (or a sample) extends past the end of the file; the string names what.
+    case truncated(String)
+    /// Inconsistent boxes or tables; the string says what is wrong.
+    case corrupt(String)
+    /// The file has no sound track.
+    case noAudioTrack
+    /// The sound track is not AAC: the sample entry fourcc (`alac`, `ac-3`, `Opus`, …), or a
+    /// description such as `mp4a object type 0x6B (MP3)` or `AAC audio object type 42 (USAC)`.
+    case unsupportedCodec(String)
+}
+
+/// iTunes-style tags from `moov/udta/meta/ilst`.
+public struct MP4Tags: Sendable, Equatable {
+    public var title: String?
+    public var artist: String?
+    public var album: String?
+    public var albumArtist: String?
+
+    public init(title: String? = nil, artist: String? = nil, album: String? = nil, albumArtist: String? = nil) {
+        self.title = title
+        self.artist = artist
+        self.album = album
+        self.albumArtist = albumArtist
+    }
+}
+
+/// Where the gapless trim (`MP4AudioTrack.priming` / `validDuration`) came from.
+public enum TrimSource: Sendable, Equatable {
+    /// `trak/edts/elst`: the first non-empty edit.
+    case editList
+    /// The iTunes `iTunSMPB` freeform tag (encoder delay, padding, original length).
+    case iTunSMPB
+    /// Neither was present: nothing is trimmed (priming 0, `validDuration` nil), as FFmpeg does.
+    case none
+}
+
+/// Random access to the bytes of a file (or of memory).
+public protocol MP4ByteReader {
+    /// Total size in bytes.
+    var size: UInt64 { get }
+    /// Reads up to `count` bytes at `offset`. Returns fewer bytes than `count` only at the end
+    /// of the data (and an empty array at or past it).
+    func read(at offset: UInt64, count: Int) throws -> [UInt8]
+}
+
+/// `open(2)` failed (or the path is not a regular file).
+public struct FileOpenError: Error, Sendable, Equatable {
+    public let path: String
+    public let errno: Int32
+    public init(path: String, errno: Int32) {
+        self.path = path
+        self.errno = errno
+    }
+}
+
+/// `pread(2)` failed.
+public struct FileReadError: Error, Sendable, Equatable {
+    public let path: String
+    public let offset: UInt64
+    public let errno: Int32
+}
+
+/// Reads a regular file with `pread(2)`; safe to share between threads.
+public final class MP4FileReader: MP4ByteReader, Sendable {
+    public let path: String
+    public let size: UInt64
+    private let fd: Int32
+
+    public init(path: String) throws(FileOpenError) {
+        var descriptor: Int32
+        repeat {
+            descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        } while descriptor < 0 && errno == EINTR
+        guard descriptor >= 0 else { throw FileOpenError(path: path, errno: errno) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = errno
+            close(descriptor)
+            throw FileOpenError(path: path, errno: error)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw FileOpenError(path: path, errno: (info.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
+        }
+        self.path = path
+        self.fd = descriptor
+        self.size = info.st_size > 0 ? UInt64(info.st_size) : 0
+    }
+
+    deinit { close(fd) }
+
+    public func read(at offset: UInt64, count: Int) throws -> [UInt8] {
+        guard count > 0, offset < size else { return [] }
+        let wanted = Int(min(UInt64(count), size - offset))  // ≤ count, so it fits an Int
+        return try [UInt8](unsafeUninitializedCapacity: wanted) { buffer, initialized in
+            initialized = 0
+            guard let base = buffer.baseAddress else { return }
+            var done = 0
+            while done < wanted {
+                let (position, overflow) = offset.addingReportingOverflow(UInt64(done))
+                guard !overflow, let fileOffset = off_t(exactly: position) else {
+                    throw FileReadError(path: path, offset: offset, errno: EOVERFLOW)
+                }
+                let got = pread(fd, base + done, wanted - done, fileOffset)
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    throw FileReadError(path: path, offset: position, errno: errno)
+                }
+                if got == 0 { break }  // the file shrank
+                done += got
+                initialized = done
+            }
+        }
+    }
+}
+
+/// An in-memory `MP4ByteReader`, for tests and fuzzing.
+public struct MP4MemoryReader: MP4ByteReader, Sendable {
+    public let bytes: [UInt8]
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public var size: UInt64 { UInt64(bytes.count) }
+    public func read(at offset: UInt64, count: Int) throws -> [UInt8] {
+        guard count > 0, offset < size else { return [] }
+        let start = Int(offset)  // < bytes.count
+        let end = start + min(count, bytes.count - start)
+        return Array(bytes[start..<end])
+    }
+}
+
+/// The AAC sound track of an MP4 file: decoder configuration, sample table and trim.
+public struct MP4AudioTrack: Sendable {
+    /// The media timescale (`mdhd`): units of `duration(ofSample:)`, `totalDuration`,
+    /// `decodeTime(ofSample:)`.
+    public let timescale: UInt32
+    /// The output sample rate the AudioSpecificConfig announces: the core rate, or for
+    /// explicitly signalled HE-AAC (AOT 5/29, or the backward-compatible 0x2B7 sync extension)
+    /// the SBR extension rate. With *implicit* SBR (plain AOT 2 at ≤ 24 kHz) this is the core
+    /// rate, and faad2 will by default produce twice it. The rate and channel count returned by
+    /// `NeAACDecInit2` are authoritative; this value is for display and for sizing.
+    public let sampleRate: Int
+    /// The AAC core sampling rate (equal to `sampleRate` unless SBR is explicitly signalled).
+    public let coreSampleRate: Int
+    /// Channels from the AudioSpecificConfig (channel configuration or program config element),
+    /// or from the sample entry when the ASC says 0. Parametric stereo (objectType 29) decodes a
+    /// mono core to 2 channels; faad2 may also upmix mono to stereo; trust `NeAACDecInit2`.
+    public let channels: Int
+    /// The esds DecoderSpecificInfo, for `NeAACDecInit2`. Synthesized for MPEG-2 AAC object
+    /// types (0x66/0x67) that carry none.
+    public let audioSpecificConfig: [UInt8]
+    /// AAC audio object type (2 = LC, 5 = SBR/HE-AAC, 29 = PS/HE-AACv2), including explicit
+    /// (hierarchical or backward-compatible) SBR/PS signalling.
+    public let objectType: Int
+    /// Number of access units (the smaller of the stsz/stz2 and stts counts).
+    public let sampleCount: Int
+    /// The sum of all sample durations, in `timescale` units.
+    public let totalDuration: UInt64
+    /// The largest sample size, for sizing a read buffer.
+    public let maxSampleSize: UInt32
+    /// Frames to drop at the start of the decoded stream, in frames at `sampleRate`.
+    ///
+    /// From the edit list: `media_time` converted from the media timescale to `sampleRate`
+    /// (identical when the timescale is the sample rate, as usual for AAC). From iTunSMPB: the
+    /// encoder delay field, taken as is (iTunSMPB counts decoded frames). With neither, 0.
+    /// For implicit SBR (see `sampleRate`) the decoder's output rate is twice `sampleRate`; the
+    /// caller scales edit-list values by the actual output rate / `sampleRate`.
+    public let priming: Int64
+    /// Frames to keep after `priming`, in frames at `sampleRate`; nil keeps everything to the
+    /// end. From the edit list: the segment duration converted from the movie timescale (mvhd)
+    /// to the media timescale (rounded to nearest) and then to `sampleRate`, clamped to what the
+    /// samples hold. From iTunSMPB: the original length field, or when that is 0, the total
+    /// minus delay minus padding.
+    public let validDuration: Int64?
+    /// Where `priming` and `validDuration` came from.
+    public let trimSource: TrimSource
+
+    let sampleOffsets: [UInt64]
+    let sampleSizes: [UInt32]        // empty when every sample has `uniformSampleSize`
+    let uniformSampleSize: UInt32
+    let durationRuns: [MP4DurationRun]
+
+    /// File offset and size of sample `index` (0-based). Returns (0, 0) for an index out of
+    /// range.
+    public func sample(at index: Int) -> (offset: UInt64, size: UInt32) {
+        guard index >= 0, index < sampleCount else { return (0, 0) }
+        let size = sampleSizes.isEmpty ? uniformSampleSize : sampleSizes[index]
+        return (sampleOffsets[index], size)
+    }
+
+    /// Duration of sample `index` in `timescale` units; 0 out of range.
+    public func duration(ofSample index: Int) -> UInt32 {
+        guard index >= 0, index < sampleCount, let run = runIndex(containingSample: index) else { return 0 }
+        return durationRuns[run].delta
+    }
+
+    /// Decode time of sample `index` in `timescale` units (`totalDuration` for `sampleCount`);
+    /// 0 for negative indices.
+    public func decodeTime(ofSample index: Int) -> UInt64 {
+        guard index > 0 else { return 0 }
+        guard index < sampleCount, let r = runIndex(containingSample: index) else { return totalDuration }
+        let run = durationRuns[r]
+        return run.startTime &+ UInt64(index - run.firstSample) &* UInt64(run.delta)
+    }
+
+    /// Index of the sample whose decode interval contains `time` (in `timescale` units);
+    /// `sampleCount` when `time >= totalDuration`.
+    public func sampleIndex(atTime time: UInt64) -> Int {
+        guard time < totalDuration, !durationRuns.isEmpty else { return sampleCount }
+        var low = 0
+        var high = durationRuns.count - 1
+        while low < high {  // last run whose startTime <= time
+            let mid = low + (high - low + 1) / 2
+            if durationRuns[mid].startTime <= time { low = mid } else { high = mid - 1 }
+        }
+        let run = durationRuns[low]
+        guard run.delta > 0 else { return run.firstSample }
+        let offset = (time - run.startTime) / UInt64(run.delta)
+        let endOfRun = low + 1 < durationRuns.count ? durationRuns[low + 1].firstSample : sampleCount
+        guard offset < UInt64(endOfRun - run.firstSample) else { return max(endOfRun - 1, run.firstSample) }
+        return run.firstSample + Int(offset)
+    }
+
+    private func runIndex(containingSample index: Int) -> Int? {
+        guard !durationRuns.isEmpty else { return nil }
+        var low = 0
+        var high = durationRuns.count - 1
+        while low < high {
+            let mid = low + (high - low + 1) / 2
+            if durationRuns[mid].firstSample <= index { low = mid } else { high = mid - 1 }
+        }
+        return low
+    }
+}
+
+/// A run of samples with equal duration (one stts entry, clipped to `sampleCount`).
+struct MP4DurationRun: Sendable {
+    let firstSample: Int
+    let startTime: UInt64
+    let delta: UInt32
+}
+
+/// A parsed MP4/M4A file: the first supported (AAC) sound track and the tags.
+public struct MP4File: Sendable {
+    /// The largest `moov` box accepted (it is read into memory whole).
+    public static let maxMoovSize: UInt64 = 256 << 20
+    /// At most this many `trak` boxes are examined.
+    public static let maxTracks = 64
+
+    public let track: MP4AudioTrack
+    public let tags: MP4Tags
+
+    /// Parses the box structure; reads `moov` only, never the media data.
+    ///
+    /// Picks the first `soun` track whose sample entry is AAC (`mp4a` with an MPEG-4 or
+    /// MPEG-2 AAC object type). If there is none, throws the first error met in a sound track
+    /// (`unsupportedCodec` for, e.g., ALAC), else `noAudioTrack`. Errors in tags are ignored.
+    public init(reader: some MP4ByteReader) throws(MP4Error) {
+        let moov = try MP4File.locateMoov(reader)
+        let parser = MP4MoovParser(bytes: moov.bytes, fileSize: reader.size)
+        (track, tags) = try parser.parse(sawFragments: moov.sawFragments)
+    }
+
+    private static func readBytes(
+        _ reader: some MP4ByteReader, at offset: UInt64, count: Int, what: String
+    ) throws(MP4Error) -> [UInt8] {
+        do {
+            let bytes = try reader.read(at: offset, count: count)
+            return bytes.count > count ? Array(bytes.prefix(count)) : bytes
+        } catch {
+            throw .corrupt("could not read \(what) at offset \(offset): \(error)")
+        }
+    }
+
+    /// Walks the top-level boxes and returns the payload of the first `moov`.
+    private static func locateMoov(_ reader: some MP4ByteReader) throws(MP4Error) -> (bytes: [UInt8], sawFragments: Bool) {
+        let fileSize = reader.size
+        let firstTypes: Set<UInt32> = [
+            FourCC.ftyp, FourCC.styp, FourCC.moov, FourCC.mdat, FourCC.free, FourCC.skip, FourCC.wide, FourCC.pdin,
+        ]
+        var offset: UInt64 = 0
+        var index = 0
+        var sawFragments = false
+        while offset < fileSize {
+            index += 1
+            guard index <= 1_000_000 else { throw .corrupt("more than a million top-level boxes and no moov") }
+            let remaining = fileSize - offset
+            if remaining < 8 {
+                if index == 1 { throw .notMP4 }
+                break  // trailing garbage
+            }
+            let header = try readBytes(reader, at: offset, count: Int(min(remaining, 16)), what: "a box header")
+            guard header.count >= 8, let size32 = header.be32(0), let type = header.be32(4) else {
+                if index == 1 { throw .notMP4 }
+                throw .truncated("box header at offset \(offset)")
+            }
+            if index == 1, !firstTypes.contains(type) { throw .notMP4 }
+            var headerSize: UInt64 = 8
+            var boxSize: UInt64
+            switch size32 {
+            case 0:
+                boxSize = remaining
+            case 1:
+                guard let large = header.be64(8) else {
+                    if index == 1 { throw .notMP4 }
+                    throw .truncated("'\(fourCCName(type))' box header at offset \(offset)")
+                }
+                boxSize = large
+                headerSize = 16
+            default:
+                boxSize = UInt64(size32)
+            }
+            guard boxSize >= headerSize else {
+                if index == 1 { throw .notMP4 }
+                throw .corrupt("'\(fourCCName(type))' box at offset \(offset) has an invalid size \(boxSize)")
+            }
+            if boxSize > remaining {
+                if type == FourCC.mdat {
+                    // Samples past the end are reported by the sample table check.
+                    break
+                }
+                throw .truncated("'\(fourCCName(type))' box at offset \(offset) (\(boxSize) bytes, \(remaining) left in the file)")
+            }
+            switch type {
+            case FourCC.moov:
+                let payload = boxSize - headerSize
+                guard payload <= maxMoovSize else { throw .corrupt("moov box is too large (\(payload) bytes)") }
+                let bytes = try readBytes(reader, at: offset + headerSize, count: Int(payload), what: "the moov box")
+                guard UInt64(bytes.count) == payload else { throw .truncated("moov box") }
+                return (bytes, sawFragments)
+            case FourCC.moof, FourCC.sidx:
+                sawFragments = true
+            default:
+                break
+            }
+            offset += boxSize  // boxSize ≤ remaining: no overflow
+        }
+        if sawFragments { throw .corrupt("fragmented MP4 without a moov box is not supported") }
+        throw .truncated("moov box not found (the file may be cut short)")
+    }
+}
+
+// MARK: - Four-character codes
+
+fileprivate func fourCC(_ string: StaticString) -> UInt32 {
+    var value: UInt32 = 0
+    string.withUTF8Buffer { buffer in
+        for byte in buffer.prefix(4) { value = value << 8 | UInt32(byte) }
+    }
+    return value
+}
+
+fileprivate enum FourCC {
+    static let ftyp = fourCC("ftyp"), styp = fourCC("styp"), moov = fourCC("moov"), mdat = fourCC("mdat")
+    static let free = fourCC("free"), skip = fourCC("skip"), wide = fourCC("wide"), pdin = fourCC("pdin")
+    static let moof = fourCC("moof"), sidx = fourCC("sidx"), mvex = fourCC("mvex")
+    static let mvhd = fourCC("mvhd"), trak = fourCC("trak"), udta = fourCC("udta"), meta = fourCC("meta")
+    static let mdia = fourCC("mdia"), hdlr = fourCC("hdlr"), mdhd = fourCC("mdhd"), minf = fourCC("minf")
+    static let stbl = fourCC("stbl"), stsd = fourCC("stsd"), stts = fourCC("stts"), stsc = fourCC("stsc")
+    static let stsz = fourCC("stsz"), stz2 = fourCC("stz2"), stco = fourCC("stco"), co64 = fourCC("co64")
+    static let edts = fourCC("edts"), elst = fourCC("elst"), soun = fourCC("soun"), mp4a = fourCC("mp4a")
+    static let esds = fourCC("esds"), wave = fourCC("wave"), ilst = fourCC("ilst"), data = fourCC("data")
+    static let mean = fourCC("mean"), name = fourCC("name"), keys = fourCC("keys"), mhdr = fourCC("mhdr")
+    static let freeform = fourCC("----"), aART = fourCC("aART")
+    static let title: UInt32 = 0xA96E_616D   // ©nam
+    static let artist: UInt32 = 0xA941_5254  // ©ART
+    static let album: UInt32 = 0xA961_6C62   // ©alb
+}
+
+/// A printable name for a fourcc: `mp4a`, `©nam`, or `0x00000000`.
+fileprivate func fourCCName(_ value: UInt32) -> String {
+    var name = ""
+    for shift: UInt32 in [24, 16, 8, 0] {
+        let byte = UInt8(truncatingIfNeeded: value >> shift)
+        if byte == 0xA9 {
+            name += "©"
+        } else if byte >= 0x20, byte < 0x7F {
+            name.unicodeScalars.append(Unicode.Scalar(byte))
+        } else {
+            return "0x" + hex(UInt64(value), digits: 8)
+        }
+    }
+    return name
+}
+
+fileprivate func hex(_ value: UInt64, digits: Int) -> String {
+    let text = String(value, radix: 16, uppercase: true)
+    return String(repeating: "0", count: max(0, digits - text.count)) + text
+}
+
+// MARK: - Byte access
+
+extension Array where Element == UInt8 {
+    fileprivate func be16(_ i: Int) -> UInt16? {
+        guard i >= 0, i <= count - 2 else { return nil }
+        return UInt16(self[i]) << 8 | UInt16(self[i + 1])
+    }
+
+    fileprivate func be32(_ i: Int) -> UInt32? {
+        guard i >= 0, i <= count - 4 else { return nil }
+        return UInt32(self[i]) << 24 | UInt32(self[i + 1]) << 16 | UInt32(self[i + 2]) << 8 | UInt32(self[i + 3])
+    }
+
+    fileprivate func be64(_ i: Int) -> UInt64? {
+        guard let high = be32(i), let low = be32(i + 4) else { return nil }
+        return UInt64(high) << 32 | UInt64(low)
+    }
+}
+
+/// A box inside the in-memory `moov`: `[start, end)` with the payload at `body`.
+fileprivate struct MP4Box {
+    let type: UInt32
+    let start: Int
+    let body: Int
+    let end: Int
+    var name: String { fourCCName(type) }
+}
+
+/// Iterates the child boxes in `[position, end)` of a buffer. Stops at fewer than 8 bytes
+/// (QuickTime terminators, padding); a child overrunning its parent is corrupt. A size of 0
+/// extends to the end of the parent.
+fileprivate struct MP4BoxIterator {
+    let bytes: [UInt8]
+    var position: Int
+    let end: Int
+    let parent: String
+
+    init(_ bytes: [UInt8], from start: Int, to end: Int, parent: String) {
+        self.bytes = bytes
+        self.end = max(0, min(end, bytes.count))
+        self.position = max(0, min(start, self.end))
+        self.parent = parent
+    }
+
+    init(_ bytes: [UInt8], children box: MP4Box) {
+        self.init(bytes, from: box.body, to: box.end, parent: box.name)
+    }
+
+    mutating func next() throws(MP4Error) -> MP4Box? {
+        let available = end - position
+        guard available >= 8, let size32 = bytes.be32(position), let type = bytes.be32(position + 4) else { return nil }
+        var headerSize = 8
+        let size: Int
+        switch size32 {
+        case 0:
+            size = available
+        case 1:
+            guard available >= 16, let large = bytes.be64(position + 8) else {
+                throw .corrupt("'\(fourCCName(type))' box in '\(parent)' has a cut-off 64-bit size")
+            }
+            guard large <= UInt64(available) else {
+                throw .corrupt("'\(fourCCName(type))' box (\(large) bytes) overruns its parent '\(parent)'")
+            }
+            size = Int(large)
+            headerSize = 16
+        default:
+            guard UInt64(size32) <= UInt64(available) else {
+                throw .corrupt("'\(fourCCName(type))' box (\(size32) bytes) overruns its parent '\(parent)'")
+            }
+            size = Int(size32)
+        }
+        guard size >= headerSize else {
+            throw .corrupt("'\(fourCCName(type))' box in '\(parent)' has an invalid size \(size)")
+        }
+        let box = MP4Box(type: type, start: position, body: position + headerSize, end: position + size)
+        position += size
+        return box
+    }
+}
+
+/// Bounds-checked big-endian reads in `[position, end)` of a buffer.
+fileprivate struct MP4Cursor {
+    let bytes: [UInt8]
+    var position: Int
+    let end: Int
+    let what: String
+
+    init(_ bytes: [UInt8], from start: Int, to end: Int, what: String) {
+        self.bytes = bytes
+        self.end = max(0, min(end, bytes.count))
+        self.position = max(0, min(start, self.end))
+        self.what = what
+    }
+
+    init(_ bytes: [UInt8], payloadOf box: MP4Box) {
+        self.init(bytes, from: box.body, to: box.end, what: "'\(box.name)' box")
+    }
+
+    var remaining: Int { end - position }
+
+    private func short() -> MP4Error { .corrupt("\(what) is too short") }
+
+    mutating func skip(_ count: Int) throws(MP4Error) {
+        guard count >= 0, count <= remaining else { throw short() }
+        position += count
+    }
+
+    mutating func u8() throws(MP4Error) -> UInt8 {
+        guard remaining >= 1 else { throw short() }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    mutating func u16() throws(MP4Error) -> UInt16 {
+        guard remaining >= 2, let value = bytes.be16(position) else { throw short() }
+        position += 2
+        return value
+    }
+
+    mutating func u24() throws(MP4Error) -> UInt32 {
+        let high = try u8()
+        return UInt32(high) << 16 | UInt32(try u16())
+    }
+
+    mutating func u32() throws(MP4Error) -> UInt32 {
+        guard remaining >= 4, let value = bytes.be32(position) else { throw short() }
+        position += 4
+        return value
+    }
+
+    mutating func u64() throws(MP4Error) -> UInt64 {
+        guard remaining >= 8, let value = bytes.be64(position) else { throw short() }
+        position += 8
+        return value
+    }
+
+    mutating func take(_ count: Int) throws(MP4Error) -> [UInt8] {
+        guard count >= 0, count <= remaining else { throw short() }
+        defer { position += count }
+        return Array(bytes[position..<(position + count)])
+    }
+
+    /// Throws unless `count` entries of `entrySize` bytes fit in what is left.
+    func require(entries count: UInt32, of entrySize: Int, _ table: String) throws(MP4Error) {
+        guard UInt64(count) * UInt64(entrySize) <= UInt64(remaining) else {
+            throw .corrupt("\(table) claims \(count) entries but its box holds only \(remaining / entrySize)")
+        }
+    }
+}
+
+// MARK: - Arithmetic
+
+/// `value * numerator / denominator`, rounded to nearest; nil on overflow or a zero denominator.
+fileprivate func scaleRounded(_ value: UInt64, _ numerator: UInt64, _ denominator: UInt64) -> UInt64? {
+    guard denominator > 0 else { return nil }
+    if numerator == denominator { return value }
+    let product = value.multipliedFullWidth(by: numerator)
+    let (low, carry) = product.low.addingReportingOverflow(denominator / 2)
+    let high = product.high + (carry ? 1 : 0)  // product.high ≤ 2^64 − 2
+    guard high < denominator else { return nil }
+    return denominator.dividingFullWidth((high, low)).quotient
+}
+
+// MARK: - moov
+
+fileprivate struct MP4MoovParser {
+    let bytes: [UInt8]
+    let fileSize: UInt64
+
+    func parse(sawFragments: Bool) throws(MP4Error) -> (MP4AudioTrack, MP4Tags) {
+        var movieTimescale: UInt32 = 0
+        var traks: [MP4Box] = []
+        var udta: MP4Box?
+        var moovMeta: MP4Box?
+        var fragmented = sawFragments
+        var iterator = MP4BoxIterator(bytes, from: 0, to: bytes.count, parent: "moov")
+        while let box = try iterator.next() {
+            switch box.type {
+            case FourCC.mvhd:
+                movieTimescale = (try? parseMediaHeader(box).timescale) ?? 0
+            case FourCC.trak:
+                if traks.count < MP4File.maxTracks { traks.append(box) }
+            case FourCC.udta:
+                if udta == nil { udta = box }
+            case FourCC.meta:
+                if moovMeta == nil { moovMeta = box }
+            case FourCC.mvex:
+                fragmented = true
+            default:
+                break
+            }
+        }
+
+        var tags = MP4Tags()
+        var smpb: String?
+        var metas: [MP4Box] = []
+        if let udta, let meta = try? child(FourCC.meta, of: udta) { metas.append(meta) }
+        if let moovMeta { metas.append(moovMeta) }
+        for meta in metas {
+            if let result = try? parseMeta(meta) {
+                tags = result.0
+                smpb = result.1
+                break
+            }
+        }
+
+        var firstError: MP4Error?
+        for trak in traks {
+            do {
+                if let track = try parseTrack(trak, movieTimescale: movieTimescale, smpb: smpb, fragmented: fragmented) {
+                    return (track, tags)
+                }
+            } catch {
+                if firstError == nil { firstError = error }
+            }
+        }
+        throw firstError ?? .noAudioTrack
+    }
+
+    func child(_ type: UInt32, of box: MP4Box) throws(MP4Error) -> MP4Box? {
+        var iterator = MP4BoxIterator(bytes, children: box)
+        while let candidate = try iterator.next() {
+            if candidate.type == type { return candidate }
+        }
+        return nil
+    }
+
+    func required(_ type: UInt32, in box: MP4Box) throws(MP4Error) -> MP4Box {
+        guard let found = try child(type, of: box) else {
+            throw .corrupt("'\(box.name)' box has no '\(fourCCName(type))' box")
+        }
+        return found
+    }
+
+    /// mvhd and mdhd share the layout up to the duration (versions 0 and 1).
+    func parseMediaHeader(_ box: MP4Box) throws(MP4Error) -> (timescale: UInt32, duration: UInt64) {
+        var cursor = MP4Cursor(bytes, payloadOf: box)
+        let version = try cursor.u8()
+        try cursor.skip(3)
+        if version == 1 {
+            try cursor.skip(16)
+            let timescale = try cursor.u32()
+            return (timescale, try cursor.u64())
+        }
+        try cursor.skip(8)
+        let timescale = try cursor.u32()
+        return (timescale, UInt64(try cursor.u32()))
+    }
+
+    // MARK: trak
+
+    /// nil when the track is not a sound track.
+    func parseTrack(_ trak: MP4Box, movieTimescale: UInt32, smpb: String?, fragmented: Bool) throws(MP4Error) -> MP4AudioTrack? {
+        let mdia = try required(FourCC.mdia, in: trak)
+        let hdlr = try required(FourCC.hdlr, in: mdia)
+        var hdlrCursor = MP4Cursor(bytes, payloadOf: hdlr)
+        try hdlrCursor.skip(8)
+        guard try hdlrCursor.u32() == FourCC.soun else { return nil }
+
+        let mdhd = try parseMediaHeader(try required(FourCC.mdhd, in: mdia))
+        guard mdhd.timescale > 0 else { throw .corrupt("the audio track's timescale (mdhd) is 0") }
+        let stbl = try required(FourCC.stbl, in: try required(FourCC.minf, in: mdia))
+
+        let stsd = try required(FourCC.stsd, in: stbl)
+        var stsdCursor = MP4Cursor(bytes, payloadOf: stsd)
+        try stsdCursor.skip(4)
+        guard try stsdCursor.u32() > 0 else { throw .corrupt("stsd has no sample entry") }
+        var entries = MP4BoxIterator(bytes, from: stsdCursor.position, to: stsd.end, parent: "stsd")
+        guard let entry = try entries.next() else { throw .corrupt("stsd has no sample entry") }
+        guard entry.type == FourCC.mp4a else { throw .unsupportedCodec(fourCCName(entry.type)) }
+        let config = try parseMP4A(entry)
+
+        let table = try MP4SampleTableParser(parser: self, stbl: stbl).build()
+        if table.sampleCount == 0 {
+            if fragmented { throw .corrupt("fragmented MP4 (moof) is not supported") }
+            throw .corrupt("the audio track has no samples")
+        }
+
+        let trim = computeTrim(
+            trak: trak, mediaTimescale: mdhd.timescale, movieTimescale: movieTimescale,
+            totalDuration: table.totalDuration, sampleRate: config.sampleRate, smpb: smpb)
+
+        return MP4AudioTrack(
+            timescale: mdhd.timescale, sampleRate: config.sampleRate, coreSampleRate: config.coreSampleRate,
+            channels: config.channels, audioSpecificConfig: config.asc, objectType: config.objectType,
+            sampleCount: table.sampleCount, totalDuration: table.totalDuration, maxSampleSize: table.maxSampleSize,
+            priming: trim.priming, validDuration: trim.validDuration, trimSource: trim.source,
+            sampleOffsets: table.offsets, sampleSizes: table.sizes, uniformSampleSize: table.uniformSize,
+            durationRuns: table.runs)
+    }
+
+    // MARK: mp4a / esds
+
+    struct AudioConfig {
+        var asc: [UInt8]
+        var objectType: Int
+        var sampleRate: Int
+        var coreSampleRate: Int
+        var channels: Int
+    }
+
+    func parseMP4A(_ entry: MP4Box) throws(MP4Error) -> AudioConfig {
+        var cursor = MP4Cursor(bytes, payloadOf: entry)
+        try cursor.skip(8)  // reserved, data_reference_index
+        let version = try cursor.u16()
+        try cursor.skip(6)  // revision, vendor
+        var channels = Int(try cursor.u16())
+        try cursor.skip(6)  // sample size, compression id, packet size
+        var rate = Int(try cursor.u32() >> 16)
+        let base = entry.body
+        switch version {
+        case 1:
+            try? cursor.skip(16)
+        case 2:
+            if (try? cursor.skip(4)) != nil, let bits = try? cursor.u64(), let count = try? cursor.u32() {
+                let value = Double(bitPattern: bits)
+                if value.isFinite, value >= 1, value < 16_777_216 { rate = Int(value) }
+                if count <= 255 { channels = Int(count) }
+                try? cursor.skip(20)
+            }
+        default:
+            break
+        }
+        // Children start after the version-specific fields; fall back to the other layouts
+        // for files whose version field lies.
+        var esds: MP4Box?
+        for start in [cursor.position, base + 28, base + 44, base + 64] where start <= entry.end {
+            if let found = try? findESDS(from: start, to: entry.end) {
+                esds = found
+                break
+            }
+        }
+        guard let esds else { throw .corrupt("the mp4a sample entry has no esds box") }
+        return try parseESDS(esds, entryRate: rate, entryChannels: channels)
+    }
+
+    /// esds directly among the children, or inside a QuickTime `wave` box.
+    private func findESDS(from start: Int, to end: Int) throws(MP4Error) -> MP4Box? {
+        var iterator = MP4BoxIterator(bytes, from: start, to: end, parent: "mp4a")
+        while let box = try iterator.next() {
+            if box.type == FourCC.esds { return box }
+            if box.type == FourCC.wave, let inner = try child(FourCC.esds, of: box) { return inner }
+        }
+        return nil
+    }
+
+    /// Reads a descriptor tag and its variable-length size (clamped to what is left).
+    private func descriptor(_ cursor: inout MP4Cursor) throws(MP4Error) -> (tag: UInt8, end: Int) {
+        let tag = try cursor.u8()
+        var length = 0
+        for _ in 0..<4 {
+            let byte = try cursor.u8()
+            length = length << 7 | Int(byte & 0x7F)
+            if byte & 0x80 == 0 { break }
+        }
+        return (tag, cursor.position + min(length, cursor.remaining))
+    }
+
+    private func parseESDS(_ esds: MP4Box, entryRate: Int, entryChannels: Int) throws(MP4Error) -> AudioConfig {
+        var cursor = MP4Cursor(bytes, payloadOf: esds)
+        try cursor.skip(4)  // version, flags
+        var header = try descriptor(&cursor)
+        if header.tag == 0x03 {  // ES_Descriptor
+            var es = MP4Cursor(bytes, from: cursor.position, to: header.end, what: "ES_Descriptor")
+            try es.skip(2)  // ES_ID
+            let flags = try es.u8()
+            if flags & 0x80 != 0 { try es.skip(2) }             // dependsOn_ES_ID
+            if flags & 0x40 != 0 { try es.skip(Int(try es.u8())) }  // URL
+            if flags & 0x20 != 0 { try es.skip(2) }             // OCR_ES_Id
+            cursor = es
+            header = try descriptor(&cursor)
+            while header.tag != 0x04 {
+                try cursor.skip(header.end - cursor.position)
+                guard cursor.remaining >= 2 else { throw .corrupt("esds has no DecoderConfigDescriptor") }
+                header = try descriptor(&cursor)
+            }
+        }
+        guard header.tag == 0x04 else { throw .corrupt("esds has no DecoderConfigDescriptor") }
+        var config = MP4Cursor(bytes, from: cursor.position, to: header.end, what: "DecoderConfigDescriptor")
+        let objectTypeIndication = try config.u8()
+        try config.skip(12)  // stream type, buffer size, bitrates
+        var asc: [UInt8]?
+        while config.remaining >= 2 {
+            let sub = try descriptor(&config)
+            if sub.tag == 0x05 {
+                asc = try config.take(sub.end - config.position)
+                break
+            }
+            try config.skip(sub.end - config.position)
+        }
+
+        switch objectTypeIndication {
+        case 0x40:
+            guard let asc, !asc.isEmpty else { throw .corrupt("esds has no AudioSpecificConfig") }
+            return try parseASC(asc, entryChannels: entryChannels)
+        case 0x66, 0x67:  // MPEG-2 AAC Main, LC
+            if let asc, !asc.isEmpty { return try parseASC(asc, entryChannels: entryChannels) }
+            let objectType = Int(objectTypeIndication) - 0x65
+            guard entryRate > 0, entryChannels > 0 else { throw .corrupt("MPEG-2 AAC track without rate or channels") }
+            let synthesized = synthesizeASC(objectType: objectType, rate: entryRate, channels: entryChannels)
+            return AudioConfig(asc: synthesized, objectType: objectType, sampleRate: entryRate,
+                               coreSampleRate: entryRate, channels: entryChannels)
+        default:
+            let names: [UInt8: String] = [
+                0x68: "MPEG-2 AAC SSR", 0x69: "MP3", 0x6B: "MP3", 0xA5: "AC-3", 0xA6: "E-AC-3",
+                0xA9: "DTS", 0xAD: "Opus", 0xDD: "Vorbis", 0xE1: "QCELP",
+            ]
+            let suffix = names[objectTypeIndication].map { " (\($0))" } ?? ""
+            throw .unsupportedCodec("mp4a object type 0x\(hex(UInt64(objectTypeIndication), digits: 2))\(suffix)")
+        }
+    }
+
+    private func synthesizeASC(objectType: Int, rate: Int, channels: Int) -> [UInt8] {
+        var bits: [Bool] = []
+        func put(_ value: Int, _ count: Int) {
+            for shift in stride(from: count - 1, through: 0, by: -1) { bits.append((value >> shift) & 1 == 1) }
+        }
+        put(objectType, 5)
+        if let index = aacSampleRates.firstIndex(of: rate) {
+            put(index, 4)
+        } else {
+            put(15, 4)
+            put(rate, 24)
+        }
+        put(min(channels, 7), 4)
+        put(0, 3)  // frame length 1024, no core coder, no extension
+        while bits.count % 8 != 0 { bits.append(false) }
+        var out: [UInt8] = []
+        for start in stride(from: 0, to: bits.count, by: 8) {
+            var byte: UInt8 = 0
+            for bit in bits[start..<(start + 8)] { byte = byte << 1 | (bit ? 1 : 0) }
+            out.append(byte)
+        }
+        return out
+    }
+
+    // MARK: AudioSpecificConfig
+
+    func parseASC(_ asc: [UInt8], entryChannels: Int) throws(MP4Error) -> AudioConfig {
+        guard asc.count <= 4096 else { throw .corrupt("AudioSpecificConfig is too large (\(asc.count) bytes)") }
+        var reader = MP4BitReader(bytes: asc)
+        var objectType = try reader.audioObjectType()
+        let coreRate = try reader.samplingRate()
+        let channelConfiguration = Int(try reader.read(4))
+        var outputRate = coreRate
+        var baseType = objectType
+        var explicitExtension = false
+        if objectType == 5 || objectType == 29 {
+            explicitExtension = true
+            outputRate = try reader.samplingRate()
+            baseType = try reader.audioObjectType()
+            if baseType == 22 { _ = try reader.read(4) }
+        }
+        let configurationChannels = [0, 1, 2, 3, 4, 5, 6, 8, 0, 0, 0, 7, 8, 24, 8, 0]
+        var channels = configurationChannels[channelConfiguration & 15]
+
+        let supported: Set<Int> = [1, 2, 4, 17, 19, 23]  // what faad2 decodes
+        guard supported.contains(baseType) else {
+            let names = [
+                0: "null", 3: "SSR", 6: "scalable", 7: "TwinVQ", 8: "CELP", 20: "ER scalable", 22: "ER BSAC",
+                32: "MPEG Layer-1", 33: "MPEG Layer-2", 34: "MP3", 36: "ALS", 37: "SLS", 39: "ELD",
+                42: "USAC/xHE-AAC",
+            ]
+            let suffix = names[baseType].map { " (\($0))" } ?? ""
+            throw .unsupportedCodec("AAC audio object type \(baseType)\(suffix)")
+        }
+        // GASpecificConfig
+        _ = try reader.read(1)                              // frameLengthFlag
+        if try reader.read(1) == 1 { _ = try reader.read(14) }  // coreCoderDelay
+        let extensionFlag = try reader.read(1)
+        if channelConfiguration == 0 { channels = try reader.programConfigElementChannels() }
+        if extensionFlag == 1 {
+            if [17, 19, 23].contains(baseType) { _ = try reader.read(3) }  // resilience flags
+            _ = try reader.read(1)                                          // extensionFlag3
+        }
+        // Backward-compatible SBR/PS signalling (best effort).
+        if !explicitExtension, reader.bitsLeft >= 16 {
+            var tail = reader
+            if (try? tail.read(11)) == 0x2B7, (try? tail.audioObjectType()) == 5, (try? tail.read(1)) == 1,
+               let rate = try? tail.samplingRate() {
+                outputRate = rate
+                objectType = 5
+                if tail.bitsLeft >= 12, (try? tail.read(11)) == 0x548, (try? tail.read(1)) == 1 { objectType = 29 }
+            }
+        }
+        if channels == 0 { channels = entryChannels }
+        guard channels > 0 else { throw .corrupt("the audio track's channel count is unknown") }
+        return AudioConfig(asc: asc, objectType: objectType, sampleRate: outputRate, coreSampleRate: coreRate,
+                           channels: channels)
+    }
+
+    // MARK: trim
+
+    struct Trim {
+        var priming: Int64
+        var validDuration: Int64?
+        var source: TrimSource
+    }
+
+    func computeTrim(
+        trak: MP4Box, mediaTimescale: UInt32, movieTimescale: UInt32, totalDuration: UInt64, sampleRate: Int,
+        smpb: String?
+    ) -> Trim {
+        let rate = UInt64(sampleRate)
+        let timescale = UInt64(mediaTimescale)
+        func toFrames(_ value: UInt64) -> Int64? {
+            scaleRounded(value, rate, timescale).flatMap { Int64(exactly: $0) }
+        }
+        var editTrim: Trim?
+        if let edit = try? firstEdit(trak), edit.mediaTime <= totalDuration {
+            let available = totalDuration - edit.mediaTime
+            var valid: UInt64?
+            if edit.segmentDuration > 0, movieTimescale > 0,
+               let converted = scaleRounded(edit.segmentDuration, timescale, UInt64(movieTimescale)) {
+                valid = min(converted, available)
+            }
+            // Media time 0 covering everything (to within one movie tick) trims nothing.
+            let tick = movieTimescale > 0 ? (timescale + UInt64(movieTimescale) - 1) / UInt64(movieTimescale) : 0
+            if edit.mediaTime == 0, valid.map({ available - $0 <= tick }) ?? true {
+                editTrim = Trim(priming: 0, validDuration: nil, source: .editList)
+            } else if let priming = toFrames(edit.mediaTime) {
+                var validFrames = valid.flatMap(toFrames)
+                if let frames = validFrames, let total = toFrames(available) { validFrames = min(frames, total) }
+                return Trim(priming: priming, validDuration: validFrames, source: .editList)
+            }
+        }
+        if let smpb, let trim = parseSMPB(smpb, totalFrames: toFrames(totalDuration)) { return trim }
+        return editTrim ?? Trim(priming: 0, validDuration: nil, source: .none)
+    }
+
+    /// The first non-empty edit (media_time ≥ 0) of `edts/elst`. Empty edits before it (a
+    /// leading delay) are ignored, as is any edit after it.
+    private func firstEdit(_ trak: MP4Box) throws(MP4Error) -> (segmentDuration: UInt64, mediaTime: UInt64)? {
+        guard let edts = try child(FourCC.edts, of: trak), let elst = try child(FourCC.elst, of: edts) else {
+            return nil
+        }
+        var cursor = MP4Cursor(bytes, payloadOf: elst)
+        let version = try cursor.u8()
+        try cursor.skip(3)
+        let count = try cursor.u32()
+        try cursor.require(entries: count, of: version == 1 ? 20 : 12, "elst")
+        for _ in 0..<count {
+            let segment: UInt64
+            let mediaTime: Int64
+            if version == 1 {
+                segment = try cursor.u64()
+                mediaTime = Int64(bitPattern: try cursor.u64())
+            } else {
+                segment = UInt64(try cursor.u32())
+                mediaTime = Int64(Int32(bitPattern: try cursor.u32()))
+            }
+            let mediaRate = try cursor.u32()
+            if mediaTime >= 0, mediaRate != 0 { return (segment, UInt64(mediaTime)) }
+        }
+        return nil
+    }
+
+    /// ` 00000000 DELAY PADDING ORIGINAL_LENGTH …` (hex).
+    private func parseSMPB(_ text: String, totalFrames: Int64?) -> Trim? {
+        let fields = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\0" })
+        guard fields.count >= 4,
+              let delay = UInt64(fields[1], radix: 16), let priming = Int64(exactly: delay),
+              let padding = UInt64(fields[2], radix: 16), let original = UInt64(fields[3], radix: 16)
+        else { return nil }
+        var valid: Int64?
+        if original > 0 {
+            valid = Int64(exactly: original)
+        } else if let totalFrames, let padding = Int64(exactly: padding) {
+            let (rest, overflow) = totalFrames.subtractingReportingOverflow(priming)
+            if !overflow, rest > padding { valid = rest - padding }
+        }
+        return Trim(priming: priming, validDuration: valid, source: .iTunSMPB)
+    }
+
+    // MARK: tags
+
+    /// Tags and the iTunSMPB text from a `meta` box (full box or QuickTime-style).
+    func parseMeta(_ meta: MP4Box) throws(MP4Error) -> (MP4Tags, String?) {
+        var start = meta.body + 4  // ISO: version and flags first
+        if let type = bytes.be32(meta.body + 4), [FourCC.hdlr, FourCC.ilst, FourCC.keys, FourCC.mhdr].contains(type) {
+            start = meta.body  // QuickTime: children right away
+        }
+        var tags = MP4Tags()
+        var smpb: String?
+        var children = MP4BoxIterator(bytes, from: start, to: meta.end, parent: "meta")
+        while let box = try children.next() {
+            guard box.type == FourCC.ilst else { continue }
+            var items = MP4BoxIterator(bytes, children: box)
+            while let item = try items.next() {
+                switch item.type {
+                case FourCC.title: tags.title = tags.title ?? (try? dataString(item))
+                case FourCC.artist: tags.artist = tags.artist ?? (try? dataString(item))
+                case FourCC.album: tags.album = tags.album ?? (try? dataString(item))
+                case FourCC.aART: tags.albumArtist = tags.albumArtist ?? (try? dataString(item))
+                case FourCC.freeform:
+                    if smpb == nil, let text = try? freeformSMPB(item) { smpb = text }
+                default: break
+                }
+            }
+            break
+        }
+        return (tags, smpb)
+    }
+
+    /// The text of the first `data` child (UTF-8, or UTF-16BE for type 2); nil if empty.
+    private func dataString(_ item: MP4Box) throws(MP4Error) -> String? {
+        guard let data = try child(FourCC.data, of: item) else { return nil }
+        var cursor = MP4Cursor(bytes, payloadOf: data)
+        let type = try cursor.u32() & 0x00FF_FFFF
+        try cursor.skip(4)  // locale
+        var payload = try cursor.take(cursor.remaining)
+        while payload.last == 0 { payload.removeLast() }
+        let text: String
+        switch type {
+        case 0, 1:
+            text = String(decoding: payload, as: UTF8.self)
+        case 2:
+            var units: [UInt16] = []
+            units.reserveCapacity(payload.count / 2)
+            var index = 0
+            while index + 1 < payload.count {
+                units.append(UInt16(payload[index]) << 8 | UInt16(payload[index + 1]))
+                index += 2
+            }
+            while units.last == 0 { units.removeLast() }
+            text = String(decoding: units, as: UTF16.self)
+        default:
+            return nil
+        }
+        return text.isEmpty ? nil : text
+    }
+
+    private func freeformSMPB(_ item: MP4Box) throws(MP4Error) -> String? {
+        var mean: String?
+        var name: String?
+        var value: String?
+        var children = MP4BoxIterator(bytes, children: item)
+        while let box = try children.next() {
+            switch box.type {
+            case FourCC.mean, FourCC.name:
+                var cursor = MP4Cursor(bytes, payloadOf: box)
+                try cursor.skip(4)
+                let text = String(decoding: try cursor.take(cursor.remaining), as: UTF8.self)
+                if box.type == FourCC.mean { mean = text } else { name = text }
+            case FourCC.data:
+                if value == nil { value = try dataString(item) }
+            default: break
+            }
+        }
+        guard mean == "com.apple.iTunes", name?.lowercased() == "itunsmpb" else { return nil }
+        return value
+    }
+}
+
+fileprivate let aacSampleRates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
+
+fileprivate struct MP4BitReader {
+    let bytes: [UInt8]
+    var bitPosition = 0
+
+    var bitsLeft: Int { bytes.count * 8 - bitPosition }
+
+    mutating func read(_ count: Int) throws(MP4Error) -> UInt32 {
+        guard count >= 0, count <= 32, count <= bitsLeft else { throw .corrupt("AudioSpecificConfig is too short") }
+        var value: UInt32 = 0
+        for _ in 0..<count {
+            let bit = (bytes[bitPosition >> 3] >> (7 - UInt8(bitPosition & 7))) & 1
+            value = value << 1 | UInt32(bit)
+            bitPosition += 1
+        }
+        return value
+    }
+
+    mutating func audioObjectType() throws(MP4Error) -> Int {
+        let type = Int(try read(5))
+        return type == 31 ? 32 + Int(try read(6)) : type
+    }
+
+    mutating func samplingRate() throws(MP4Error) -> Int {
+        let index = Int(try read(4))
+        let rate: Int
+        if index == 15 {
+            rate = Int(try read(24))
+        } else {
+            guard index < aacSampleRates.count else {
+                throw .corrupt("AudioSpecificConfig has a reserved sampling frequency index \(index)")
+            }
+            rate = aacSampleRates[index]
+        }
+        guard rate > 0 else { throw .corrupt("AudioSpecificConfig has a sampling rate of 0") }
+        return rate
+    }
+
+    /// Parses a program_config_element and returns its channel count.
+    mutating func programConfigElementChannels() throws(MP4Error) -> Int {
+        _ = try read(10)  // element_instance_tag, object_type, sampling_frequency_index
+        let front = try read(4), side = try read(4), back = try read(4)
+        let lfe = try read(2), assoc = try read(3), cc = try read(4)
+        if try read(1) == 1 { _ = try read(4) }  // mono mixdown
+        if try read(1) == 1 { _ = try read(4) }  // stereo mixdown
+        if try read(1) == 1 { _ = try read(3) }  // matrix mixdown
+        var channels = 0
+        for _ in 0..<(front + side + back) {
+            channels += try read(1) == 1 ? 2 : 1
+            _ = try read(4)
+        }
+        channels += Int(lfe)
+        for _ in 0..<lfe { _ = try read(4) }
+        for _ in 0..<assoc { _ = try read(4) }
+        for _ in 0..<cc { _ = try read(5) }
+        let align = (8 - bitPosition % 8) % 8
+        _ = try read(align)
+        let commentBytes = Int(try read(8))
+        for _ in 0..<commentBytes { _ = try read(8) }
+        return channels
+    }
+}
+
+// MARK: - Sample table
+
+fileprivate struct MP4SampleTableParser {
+    let parser: MP4MoovParser
+    let stbl: MP4Box
+
+    struct Table {
+        var sampleCount: Int
+        var totalDuration: UInt64
+        var maxSampleSize: UInt32
+        var offsets: [UInt64]
+        var sizes: [UInt32]
+        var uniformSize: UInt32
+        var runs: [MP4DurationRun]
+    }
+
+    func build() throws(MP4Error) -> Table {
+        let bytes = parser.bytes
+        let fileSize = parser.fileSize
+        var stts: MP4Box?, stsc: MP4Box?, sizeBox: MP4Box?, chunkBox: MP4Box?
+        var iterator = MP4BoxIterator(bytes, children: stbl)
+        while let box = try iterator.next() {
+            switch box.type {
+            case FourCC.stts: if stts == nil { stts = box }
+            case FourCC.stsc: if stsc == nil { stsc = box }
+            case FourCC.stsz, FourCC.stz2: if sizeBox == nil { sizeBox = box }
+            case FourCC.stco, FourCC.co64: if chunkBox == nil { chunkBox = box }
+            default: break
+            }
+        }
+        guard let stts else { throw .corrupt("the audio track has no stts (sample durations) box") }
+        guard let stsc else { throw .corrupt("the audio track has no stsc (sample-to-chunk) box") }
+        guard let sizeBox else { throw .corrupt("the audio track has no stsz/stz2 (sample sizes) box") }
+        guard let chunkBox else { throw .corrupt("the audio track has no stco/co64 (chunk offsets) box") }
+
+        // Sample sizes.
+        var sizes: [UInt32] = []
+        var uniformSize: UInt32 = 0
+        var sizeCount: UInt32
+        var cursor = MP4Cursor(bytes, payloadOf: sizeBox)
+        try cursor.skip(4)
+        if sizeBox.type == FourCC.stsz {
+            uniformSize = try cursor.u32()
+            sizeCount = try cursor.u32()
+            if uniformSize == 0 {
+                try cursor.require(entries: sizeCount, of: 4, "stsz")
+                sizes.reserveCapacity(Int(sizeCount))
+                for _ in 0..<sizeCount { sizes.append(try cursor.u32()) }
+            } else {
+                guard UInt64(sizeCount) * UInt64(uniformSize) <= fileSize else {
+                    throw .truncated("stsz: \(sizeCount) samples of \(uniformSize) bytes exceed the file size")
+                }
+            }
+        } else {
+            try cursor.skip(3)
+            let fieldSize = try cursor.u8()
+            sizeCount = try cursor.u32()
+            guard fieldSize == 4 || fieldSize == 8 || fieldSize == 16 else {
+                throw .corrupt("stz2 has an invalid field size \(fieldSize)")
+            }
+            let needed = (UInt64(sizeCount) * UInt64(fieldSize) + 7) / 8
+            guard needed <= UInt64(cursor.remaining) else {
+                throw .corrupt("stz2 claims \(sizeCount) entries but its box holds only \(cursor.remaining * 8 / Int(fieldSize))")
+            }
+            sizes.reserveCapacity(Int(sizeCount))
+            var index: UInt32 = 0
+            while index < sizeCount {
+                switch fieldSize {
+                case 4:
+                    let byte = try cursor.u8()
+                    sizes.append(UInt32(byte >> 4))
+                    if index + 1 < sizeCount { sizes.append(UInt32(byte & 0x0F)) }
+                    index += 1  // plus one below
+                case 8: sizes.append(UInt32(try cursor.u8()))
+                default: sizes.append(UInt32(try cursor.u16()))
+                }
+                index += 1
+            }
+        }
+
+        // Durations: the sample count is the smaller of stsz and stts.
+        cursor = MP4Cursor(bytes, payloadOf: stts)
+        try cursor.skip(4)
+        let runCount = try cursor.u32()
+        try cursor.require(entries: runCount, of: 8, "stts")
+        guard let sizeTotal = Int(exactly: sizeCount) else { throw .corrupt("too many samples (\(sizeCount))") }
+        var runs: [MP4DurationRun] = []
+        var sampleIndex = 0
+        var time: UInt64 = 0
+        for _ in 0..<runCount {
+            guard sampleIndex < sizeTotal else { break }
+            let count = try cursor.u32()
+            let delta = try cursor.u32()
+            guard count > 0 else { continue }
+            let taken = min(Int(exactly: count) ?? Int.max, sizeTotal - sampleIndex)
+            runs.append(MP4DurationRun(firstSample: sampleIndex, startTime: time, delta: delta))
+            let (span, spanOverflow) = UInt64(taken).multipliedReportingOverflow(by: UInt64(delta))
+            let (next, overflow) = time.addingReportingOverflow(span)
+            guard !spanOverflow, !overflow else { throw .corrupt("stts durations overflow") }
+            time = next
+            sampleIndex += taken
+        }
+        let sampleCount = sampleIndex
+        guard sampleCount > 0 else { return Table(sampleCount: 0, totalDuration: 0, maxSampleSize: 0, offsets: [], sizes: [], uniformSize: 0, runs: []) }
+        if !sizes.isEmpty, sizes.count > sampleCount { sizes.removeLast(sizes.count - sampleCount) }
+
+        // Chunk offsets.
+        cursor = MP4Cursor(bytes, payloadOf: chunkBox)
+        try cursor.skip(4)
+        let chunkCount = try cursor.u32()
+        let wide = chunkBox.type == FourCC.co64
+        try cursor.require(entries: chunkCount, of: wide ? 8 : 4, wide ? "co64" : "stco")
+        var chunkOffsets: [UInt64] = []
+        chunkOffsets.reserveCapacity(Int(chunkCount))
+        for _ in 0..<chunkCount { chunkOffsets.append(wide ? try cursor.u64() : UInt64(try cursor.u32())) }
+
+        // Sample-to-chunk runs.
+        cursor = MP4Cursor(bytes, payloadOf: stsc)
+        try cursor.skip(4)
+        let stscCount = try cursor.u32()
+        try cursor.require(entries: stscCount, of: 12, "stsc")
+        var firstChunks: [Int] = []  // 0-based
+        var perChunk: [UInt32] = []
+        for index in 0..<stscCount {
+            let first = try cursor.u32()
+            let samples = try cursor.u32()
+            try cursor.skip(4)  // sample description index
+            if index == 0, first != 1 { throw .corrupt("stsc does not start at chunk 1") }
+            guard first <= chunkCount else { break }  // runs past the last chunk are ignored
+            if let last = firstChunks.last, Int(first) - 1 <= last {
+                throw .corrupt("stsc chunk numbers are not increasing")
+            }
+            firstChunks.append(Int(first) - 1)
+            perChunk.append(samples)
+        }
+        guard !firstChunks.isEmpty else { throw .corrupt("stsc is empty") }
+
+        // Per-sample offsets, each checked against the file size.
+        var offsets: [UInt64] = []
+        offsets.reserveCapacity(min(sampleCount, 1 << 22))
+        var maxSize: UInt32 = 0
+        var run = 0
+        var sample = 0
+        chunkLoop: for chunk in 0..<chunkOffsets.count {
+            while run + 1 < firstChunks.count, firstChunks[run + 1] <= chunk { run += 1 }
+            var offset = chunkOffsets[chunk]
+            var inChunk: UInt32 = 0
+            while inChunk < perChunk[run] {
+                guard sample < sampleCount else { break chunkLoop }
+                let size = sizes.isEmpty ? uniformSize : sizes[sample]
+                let (end, overflow) = offset.addingReportingOverflow(UInt64(size))
+                guard !overflow, end <= fileSize else {
+                    throw .truncated("sample \(sample) (offset \(offset), \(size) bytes) extends past the end of the file (\(fileSize) bytes)")
+                }
+                offsets.append(offset)
+                maxSize = max(maxSize, size)
+                offset = end
+                sample += 1
+                inChunk += 1
+            }
+        }
+        guard sample == sampleCount else {
+            throw .corrupt("stsc/stco place only \(sample) of \(sampleCount) samples in chunks")
+        }
+        return Table(sampleCount: sampleCount, totalDuration: time, maxSampleSize: maxSize, offsets: offsets,
+                     sizes: sizes, uniformSize: uniformSize, runs: runs)
+    }
+}
