@@ -1,0 +1,218 @@
+import CFaad
+
+extension AudioFile: MP4ByteReader {}
+
+extension AudioError {
+    init(_ error: MP4Error, path: String) {
+        switch error {
+        case .notMP4: self = .notAudio(path: path)
+        case .truncated(let what): self = .truncated(path: path, detail: what)
+        case .corrupt(let what): self = .corrupt(path: path, detail: what)
+        case .noAudioTrack: self = .noAudio(path: path)
+        case .unsupportedCodec(let codec): self = .unsupportedCodec(path: path, codec: codec)
+        }
+    }
+}
+
+/// AAC (LC, HE-AAC, HE-AACv2) in MP4/M4A: our ISO-BMFF demuxer plus libfaad2.
+///
+/// Trimming: encoder priming and padding come from the edit list (`elst`), else from
+/// the iTunes `iTunSMPB` tag. With neither, nothing is trimmed (every decoded frame is
+/// kept, as FFmpeg does).
+public final class AACDecoder: AudioDecoder {
+    public let format: AudioFormat
+    public let totalFrames: Int64?
+    public let tags: MP4Tags
+    public let track: MP4AudioTrack
+    private let file: AudioFile
+    private var handle: NeAACDecHandle?
+    /// Output frames per frame at the track's announced rate (2 for implicit SBR).
+    private let rateFactor: Int64
+    private let outputRate: Int64
+    private let sourceChannels: Int       // channels faad delivers
+    /// Trim, in untrimmed output frames.
+    private let trimStart: Int64
+    private let trimEnd: Int64
+    private var nextSample = 0
+    private var pending: [Float] = []     // decoded, interleaved, sourceChannels
+    private var pendingFrame: Int64 = 0   // untrimmed index of pending's first frame
+    private var pendingCount = 0
+    private var position: Int64 = 0       // untrimmed index of the next frame to deliver
+    private var packet: [UInt8]
+
+    public init(file: AudioFile) throws(AudioError) {
+        self.file = file
+        let mp4: MP4File
+        do {
+            mp4 = try MP4File(reader: file)
+        } catch {
+            throw AudioError(error, path: file.path)
+        }
+        track = mp4.track
+        tags = mp4.tags
+        guard track.sampleCount > 0 else { throw AudioError.noAudio(path: file.path) }
+        packet = [UInt8](repeating: 0, count: Int(max(track.maxSampleSize, 1)))
+        let first = track.sample(at: 0)
+        let firstBytes = try file.read(at: first.offset, count: Int(first.size))
+        guard firstBytes.count == Int(first.size) else {
+            throw AudioError.truncated(path: file.path, detail: "the first AAC frame is cut short")
+        }
+        let probeHandle = try Self.openHandle(track: track, path: file.path)
+        handle = nil
+
+        // Decode the first access unit to learn what faad really produces (implicit
+        // SBR doubles the rate; mono may come out as two equal channels).
+        var info = NeAACDecFrameInfo()
+        var bytes = firstBytes
+        let samples = bytes.withUnsafeMutableBufferPointer { buf in
+            NeAACDecDecode(probeHandle, &info, buf.baseAddress, UInt(buf.count))
+        }
+        NeAACDecClose(probeHandle)
+        if info.error != 0 || samples == nil || info.samples == 0 || info.channels == 0 {
+            let why = info.error != 0 ? String(cString: NeAACDecGetErrorMessage(info.error)) : "no samples"
+            throw AudioError.corrupt(path: file.path, detail: "AAC decoding failed: \(why)")
+        }
+        outputRate = Int64(info.samplerate)
+        sourceChannels = Int(info.channels)
+        let announced = Int64(max(1, track.sampleRate))
+        rateFactor = max(1, (outputRate + announced / 2) / announced)
+        let stereo = info.ps != 0 || track.objectType == 29 || track.channels >= 2
+        format = AudioFormat(sampleRate: Int(outputRate), channels: stereo ? 2 : 1)
+        let untrimmed = Int64(track.totalDuration) * outputRate / Int64(max(1, track.timescale))
+        trimStart = min(track.priming * rateFactor, untrimmed)
+        if let valid = track.validDuration {
+            trimEnd = min(untrimmed, trimStart + valid * rateFactor)
+        } else {
+            trimEnd = untrimmed
+        }
+        totalFrames = max(0, trimEnd - trimStart)
+        pending = [Float](repeating: 0, count: Int(info.samples) * 2 + 4096)
+        try restart(at: 0, position: trimStart)
+    }
+
+    deinit {
+        if let handle { NeAACDecClose(handle) }
+    }
+
+    private static func openHandle(track: MP4AudioTrack, path: String) throws(AudioError) -> NeAACDecHandle {
+        guard let h = NeAACDecOpen() else { throw AudioError.corrupt(path: path, detail: "libfaad2 could not start") }
+        if let config = NeAACDecGetCurrentConfiguration(h) {
+            config.pointee.outputFormat = UInt8(FAAD_FMT_FLOAT)
+            config.pointee.downMatrix = 1
+            _ = NeAACDecSetConfiguration(h, config)
+        }
+        var asc = track.audioSpecificConfig
+        var rate: UInt = 0
+        var channels: UInt8 = 0
+        let rc = asc.withUnsafeMutableBufferPointer { buf in
+            NeAACDecInit2(h, buf.baseAddress, UInt(buf.count), &rate, &channels)
+        }
+        guard rc >= 0 else {
+            NeAACDecClose(h)
+            throw AudioError.corrupt(path: path, detail: "libfaad2 refused the AAC configuration")
+        }
+        // faad swallows the output of the very first frame after init; telling it that
+        // we are past frame 0 makes frame 0 decode like any other.
+        NeAACDecPostSeekReset(h, 1)
+        return h
+    }
+
+    /// Restarts decoding at access unit `sample` (after a fresh decoder state) and
+    /// delivers from untrimmed frame `position` on.
+    private func restart(at sample: Int, position: Int64) throws(AudioError) {
+        if let handle { NeAACDecClose(handle) }
+        handle = nil
+        handle = try Self.openHandle(track: track, path: file.path)
+        nextSample = sample
+        pendingFrame = outputFrames(track.decodeTime(ofSample: sample))
+        pendingCount = 0
+        self.position = position
+    }
+
+    private func outputFrames(_ mediaTime: UInt64) -> Int64 {
+        Int64(mediaTime) * outputRate / Int64(max(1, track.timescale))
+    }
+
+    /// Decodes the next access unit into `pending`. False at the end.
+    private func decodeNext() throws(AudioError) -> Bool {
+        guard nextSample < track.sampleCount else { return false }
+        let (offset, size) = track.sample(at: nextSample)
+        let n = Int(size)
+        if packet.count < n { packet = [UInt8](repeating: 0, count: n) }
+        let got = try packet.withStorage { (buf) throws(AudioError) -> Int in
+            try file.read(at: offset, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buf)[0..<n]))
+        }
+        guard got == n else {
+            throw AudioError.truncated(path: file.path, detail: "AAC frame \(nextSample) is cut short")
+        }
+        var info = NeAACDecFrameInfo()
+        let out = packet.withUnsafeMutableBufferPointer { buf in
+            NeAACDecDecode(handle, &info, buf.baseAddress, UInt(n))
+        }
+        if info.error != 0 {
+            let why = String(cString: NeAACDecGetErrorMessage(info.error))
+            throw AudioError.corrupt(path: file.path, detail: "AAC frame \(nextSample): \(why)")
+        }
+        nextSample += 1
+        let channels = max(1, Int(info.channels))
+        let frames = Int(info.samples) / channels
+        if pendingCount > 0 { pendingFrame += Int64(pendingCount) }
+        pendingCount = 0
+        guard let out, frames > 0 else { return true }
+        let src = out.assumingMemoryBound(to: Float.self)
+        let want = format.channels
+        if pending.count < frames * want { pending = [Float](repeating: 0, count: frames * want) }
+        pending.withUnsafeMutableBufferPointer { dst in
+            if channels == want {
+                dst.baseAddress?.update(from: src, count: frames * want)
+            } else if want == 1 {
+                for i in 0..<frames { dst[i] = src[i * channels] }
+            } else {
+                for i in 0..<frames {
+                    dst[2 * i] = src[i * channels]
+                    dst[2 * i + 1] = channels > 1 ? src[i * channels + 1] : src[i * channels]
+                }
+            }
+        }
+        pendingCount = frames
+        return true
+    }
+
+    public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
+        let ch = format.channels
+        var got = 0
+        while got < frames && position < trimEnd {
+            let pendingEnd = pendingFrame + Int64(pendingCount)
+            if position >= pendingEnd {
+                if pendingCount > 0 {
+                    pendingFrame = pendingEnd
+                    pendingCount = 0
+                }
+                if try !decodeNext() { break }
+                continue
+            }
+            if position < pendingFrame {
+                // A gap (cannot happen with a consistent stts); skip forward.
+                position = pendingFrame
+                continue
+            }
+            let from = Int(position - pendingFrame)
+            let n = min(pendingCount - from, frames - got, Int(trimEnd - position))
+            pending.withUnsafeBufferPointer { src in
+                guard let base = src.baseAddress else { return }
+                (buffer + got * ch).update(from: base + from * ch, count: n * ch)
+            }
+            got += n
+            position += Int64(n)
+        }
+        return got
+    }
+
+    public func seek(toFrame frame: Int64) throws(AudioError) {
+        let target = trimStart + max(0, min(frame, trimEnd - trimStart))
+        let mediaTime = UInt64(target) * UInt64(max(1, track.timescale)) / UInt64(max(1, outputRate))
+        let sample = min(track.sampleIndex(atTime: mediaTime), track.sampleCount)
+        // One access unit of pre-roll: the MDCT overlap needs the previous frame.
+        try restart(at: max(0, sample - 1), position: target)
+    }
+}

@@ -1,0 +1,247 @@
+import CAudio
+import Dispatch
+import Glibc
+import Synchronization
+
+/// Where the engine's frames go.
+public enum AudioSink: Sendable {
+    /// An ALSA PCM, played in real time by the C output thread.
+    case device(DeviceConfiguration)
+    /// A WAV file, rendered as fast as the CPU goes.
+    case file(path: String, format: WAVWriter.SampleFormat)
+}
+
+public struct DeviceConfiguration: Sendable, Equatable {
+    public var name: String
+    /// Device buffer (about 100 ms) and how many periods it has.
+    public var bufferMicroseconds: Int
+    public var periods: Int
+    /// Frames the ring between the render thread and the output thread holds.
+    public var ringFrames: Int?
+    /// Ask for SCHED_FIFO for the output thread.
+    public var realtime: Bool
+
+    public init(name: String = "default", bufferMicroseconds: Int = 100_000, periods: Int = 4,
+                ringFrames: Int? = nil, realtime: Bool = true) {
+        self.name = name
+        self.bufferMicroseconds = bufferMicroseconds
+        self.periods = periods
+        self.ringFrames = ringFrames
+        self.realtime = realtime
+    }
+}
+
+/// What the output thread reports.
+public struct OutputStatistics: Sendable, Equatable {
+    public var framesWritten: UInt64
+    public var silenceFrames: UInt64
+    public var silenceEvents: Int
+    public var xruns: Int
+    public var suspends: Int
+    public var rewinds: Int
+    /// true: SCHED_FIFO granted; false: normal priority; nil: not asked or not started.
+    public var realtime: Bool?
+    public var realtimeRefusal: String?
+    public var paced: Bool
+    public var failure: String?
+}
+
+/// The engine: a mixer on a render thread feeding a sink.
+///
+/// The timeline is counted in frames. With a device the clock is the frame actually
+/// heard (from the output thread); with a file it is the frame written. Pause, seek and
+/// stop act at the consumer: the output thread ramps out within ~5 ms and flushes the
+/// ring, and the render thread rewinds to the frame actually played, so nothing is
+/// skipped or repeated.
+public final class AudioEngine: Sendable {
+    public enum State: UInt8, Sendable {
+        case idle, running, paused, finished, stopped, failed
+    }
+
+    public let sampleRate: Int
+    public let sink: AudioSink
+    /// The device's settings as negotiated (nil for a file).
+    public let deviceInfo: DeviceInfo?
+    private let core: EngineCore
+    private let thread = Mutex<pthread_t?>(nil)
+
+    public struct DeviceInfo: Sendable, Equatable {
+        public let name: String
+        public let rate: Int
+        public let bufferFrames: Int
+        public let periodFrames: Int
+        public let ringFrames: Int
+        public let sampleFormat: String
+        public let canPause: Bool
+    }
+
+    /// Opens the sink. For a device, the rate is what the device gave (normally the one
+    /// asked for; ALSA's plug layer converts).
+    public init(sampleRate: Int = 44100, sink: AudioSink, blockFrames: Int = 1024) throws(AudioError) {
+        self.sink = sink
+        switch sink {
+        case .device(let config):
+            var error = sm_error()
+            let output = config.name.withCString { name -> OpaquePointer? in
+                var c = sm_output_config()
+                c.device = name
+                c.rate = UInt32(sampleRate)
+                c.buffer_us = UInt32(max(10_000, config.bufferMicroseconds))
+                c.periods = UInt32(max(2, config.periods))
+                c.ring_frames = UInt32(config.ringFrames ?? sampleRate)
+                c.want_realtime = config.realtime ? 1 : 0
+                return sm_output_open(&c, &error)
+            }
+            guard let output else { throw AudioError.device(DeviceError(error, device: config.name)) }
+            let info = sm_output_get_info(output)
+            let format: String
+            switch Int32(info.format) {
+            case Int32(SM_FORMAT_FLOAT.rawValue): format = "float"
+            case Int32(SM_FORMAT_S32.rawValue): format = "S32"
+            default: format = "S16"
+            }
+            deviceInfo = DeviceInfo(name: config.name, rate: Int(info.rate), bufferFrames: Int(info.buffer_frames),
+                                    periodFrames: Int(info.period_frames), ringFrames: Int(info.ring_frames),
+                                    sampleFormat: format, canPause: info.can_pause != 0)
+            self.sampleRate = Int(info.rate)
+            core = EngineCore(sampleRate: Int(info.rate), output: output, writer: nil, blockFrames: blockFrames)
+        case .file(let path, let format):
+            let writer = try WAVWriter(path: path, sampleRate: sampleRate, format: format)
+            deviceInfo = nil
+            self.sampleRate = sampleRate
+            core = EngineCore(sampleRate: sampleRate, output: nil, writer: writer, blockFrames: blockFrames)
+        }
+    }
+
+    deinit {
+        core.post(.shutdown)
+        join()
+        core.close()
+    }
+
+    // MARK: control
+
+    /// Adds a voice. Before `start` it is part of the first block; afterwards it is
+    /// rendered from the next block (schedule voices ahead of time for exact placement).
+    public func add(_ voice: sending Voice) {
+        core.post(.add(voice))
+    }
+
+    /// Starts rendering; the session ends at `end` (a timeline frame) or plays until
+    /// `stop` when nil.
+    public func start(end: Int64? = nil) throws(AudioError) {
+        try thread.withLock { (t: inout pthread_t?) throws(AudioError) in
+            guard t == nil else { return }
+            core.post(.setEnd(end))
+            try core.startOutput()
+            let box = Unmanaged.passRetained(core).toOpaque()
+            var tid = pthread_t()
+            let rc = pthread_create(&tid, nil, { arg in
+                guard let arg else { return nil }
+                let core = Unmanaged<EngineCore>.fromOpaque(arg).takeRetainedValue()
+                core.renderLoop()
+                return nil
+            }, box)
+            guard rc == 0 else {
+                Unmanaged<EngineCore>.fromOpaque(box).release()
+                throw AudioError.invalidArgument("cannot start the render thread: \(String(cString: strerror(rc)))")
+            }
+            t = tid
+        }
+    }
+
+    /// Sets or moves the end of the session.
+    public func setEnd(_ end: Int64?) { core.post(.setEnd(end)) }
+
+    /// Fades out and freezes the timeline; returns once the output is silent.
+    public func pause() { core.call(.pause) }
+
+    public func resume() { core.call(.resume) }
+
+    /// Moves the timeline to `frame` (ramping out and in around the jump).
+    public func seek(to frame: Int64) { core.call(.seek(max(0, frame))) }
+
+    /// Fades out and stops for good; the session's file (if any) is completed.
+    public func stop() {
+        core.call(.stop)
+        join()
+    }
+
+    /// Runs `body` on the render thread, between blocks, with the mixer and the
+    /// timeline frame about to be rendered (the place to change voices exactly).
+    public func withMixer(_ body: @escaping @Sendable (Mixer, Int64) -> Void) {
+        core.call(.mixer(body))
+    }
+
+    /// Waits until the session reaches its end (or is stopped/failed); nil timeout waits forever.
+    @discardableResult
+    public func waitUntilDone(timeout: Double? = nil) -> State {
+        let deadline = timeout.map { DispatchTime.now() + $0 }
+        while true {
+            let s = state
+            if s == .finished || s == .stopped || s == .failed {
+                join()
+                return s
+            }
+            if let deadline, DispatchTime.now() >= deadline { return s }
+            _ = core.doneSignal.wait(timeout: .now() + 0.05)
+        }
+    }
+
+    private func join() {
+        let t = thread.withLock { (t: inout pthread_t?) -> pthread_t? in
+            defer { t = nil }
+            return t
+        }
+        if let t { pthread_join(t, nil) }
+    }
+
+    // MARK: state
+
+    public var state: State { State(rawValue: core.state.load(ordering: .acquiring)) ?? .failed }
+
+    /// The timeline frame heard now (written now, for a file).
+    public var position: Int64 { core.position() }
+
+    /// The timeline frame the render thread will render next.
+    public var renderedPosition: Int64 { core.renderFrame.load(ordering: .relaxed) }
+
+    /// Errors met while rendering (a damaged file, a lost device, a full disk).
+    public var errors: [AudioError] { core.errors.withLock { $0 } }
+
+    public var statistics: OutputStatistics? {
+        guard let output = core.output else { return nil }
+        let s = sm_output_get_stats(output)
+        var failure: String?
+        if s.failed != 0 {
+            var e = sm_error()
+            sm_output_last_error(output, &e)
+            failure = DeviceError(e, device: deviceInfo?.name ?? "").description
+        }
+        return OutputStatistics(
+            framesWritten: s.frames_written, silenceFrames: s.silence_frames, silenceEvents: Int(s.silence_events),
+            xruns: Int(s.xruns), suspends: Int(s.suspends), rewinds: Int(s.rewinds),
+            realtime: s.realtime < 0 ? nil : s.realtime == 1,
+            realtimeRefusal: s.realtime == 0 && s.rt_errno != 0 ? String(cString: strerror(s.rt_errno)) : nil,
+            paced: s.paced != 0, failure: failure)
+    }
+}
+
+extension DeviceError {
+    init(_ e: sm_error, device: String) {
+        let message = withUnsafeBytes(of: e.message) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        let kind: Kind
+        switch UInt32(e.code) {
+        case SM_ERR_NO_DEVICE.rawValue: kind = .noDevice
+        case SM_ERR_BUSY.rawValue: kind = .busy
+        case SM_ERR_FORMAT.rawValue: kind = .format
+        case SM_ERR_THREAD.rawValue: kind = .thread
+        case SM_ERR_MEMORY.rawValue: kind = .memory
+        case SM_ERR_DEVICE_LOST.rawValue: kind = .lost
+        default: kind = .configuration
+        }
+        self.init(kind: kind, device: device, message: message, alsaError: e.alsa_errno)
+    }
+}

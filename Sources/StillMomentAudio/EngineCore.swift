@@ -1,0 +1,266 @@
+import CAudio
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The engine's insides. `mixer`, `writer`, `end` and `block` belong to the render
+/// thread (and to whoever holds the engine before the thread starts or after it is
+/// joined); every other member is immutable, atomic or behind a Mutex. That
+/// confinement is why the class may be marked Sendable.
+final class EngineCore: @unchecked Sendable {
+    enum Command {
+        case add(Voice)
+        case setEnd(Int64?)
+        case pause
+        case resume
+        case seek(Int64)
+        case stop
+        case shutdown
+        case mixer(@Sendable (Mixer, Int64) -> Void)
+    }
+
+    /// A queued command. It moves to the render thread and the poster never touches it
+    /// again (the commands are taken as `sending`), so crossing threads is safe.
+    private struct Pending: @unchecked Sendable {
+        let command: Command
+        let done: DispatchSemaphore?
+    }
+
+    let output: OpaquePointer?
+    let sampleRate: Int
+    let state = Atomic<UInt8>(AudioEngine.State.idle.rawValue)
+    let renderFrame = Atomic<Int64>(0)
+    let errors = Mutex<[AudioError]>([])
+    let doneSignal = DispatchSemaphore(value: 0)
+
+    private let commands = Mutex<[Pending]>([])
+    private let wake = DispatchSemaphore(value: 0)
+    private let threadRunning = Atomic<Bool>(false)
+    /// Ring index `ringBase` holds timeline frame `timelineBase`; later ring frames follow on.
+    private let mapping = Mutex<(ringBase: UInt64, timelineBase: Int64)>((0, 0))
+
+    // Render-thread state.
+    private let mixer: Mixer
+    private let writer: WAVWriter?
+    private var end: Int64?
+    private var block: [Float]
+    private let blockFrames: Int
+
+    init(sampleRate: Int, output: OpaquePointer?, writer: WAVWriter?, blockFrames: Int) {
+        self.sampleRate = sampleRate
+        self.output = output
+        self.writer = writer
+        self.blockFrames = max(64, blockFrames)
+        mixer = Mixer(sampleRate: sampleRate, maxBlock: max(64, blockFrames))
+        block = [Float](repeating: 0, count: max(64, blockFrames) * 2)
+    }
+
+    func close() {
+        if let output { sm_output_close(output) }
+    }
+
+    func startOutput() throws(AudioError) {
+        guard let output else { return }
+        var error = sm_error()
+        if sm_output_start(output, &error) != 0 {
+            throw AudioError.device(DeviceError(error, device: ""))
+        }
+    }
+
+    private var currentState: AudioEngine.State {
+        AudioEngine.State(rawValue: state.load(ordering: .acquiring)) ?? .failed
+    }
+
+    private func setState(_ s: AudioEngine.State) {
+        state.store(s.rawValue, ordering: .releasing)
+        if s != .running && s != .idle { doneSignal.signal() }
+    }
+
+    // MARK: commands
+
+    func post(_ command: sending Command) {
+        commands.withLock { $0.append(Pending(command: command, done: nil)) }
+        poke()
+    }
+
+    /// Posts a command and waits until the render thread has carried it out. Before the
+    /// thread starts (or after it ended) it only queues.
+    func call(_ command: sending Command) {
+        let done = DispatchSemaphore(value: 0)
+        commands.withLock { $0.append(Pending(command: command, done: done)) }
+        poke()
+        while threadRunning.load(ordering: .acquiring) {
+            if done.wait(timeout: .now() + 0.1) == .success { return }
+        }
+    }
+
+    private func poke() {
+        wake.signal()
+        if let output { sm_output_notify(output) }
+    }
+
+    /// Carries out queued commands; false when the thread must end.
+    private func processCommands() -> Bool {
+        let pending = commands.withLock { list -> [Pending] in
+            let taken = list
+            list.removeAll()
+            return taken
+        }
+        var keepGoing = true
+        for p in pending {
+            if keepGoing { keepGoing = handle(p.command) }
+            p.done?.signal()
+        }
+        return keepGoing
+    }
+
+    private func handle(_ command: Command) -> Bool {
+        let t = renderFrame.load(ordering: .relaxed)
+        switch command {
+        case .add(let voice):
+            mixer.add(voice)
+        case .setEnd(let e):
+            end = e
+            if currentState == .finished, let e, e > t { reopen() }
+        case .pause:
+            guard currentState == .running else { break }
+            if output != nil { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
+            setState(.paused)
+        case .resume:
+            guard currentState == .paused else { break }
+            if let output { _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_RESUME.rawValue)), 2000) }
+            setState(.running)
+        case .seek(let frame):
+            let s = currentState
+            if output != nil, s == .running {
+                haltOutput(request: SM_REQ_FLUSH, thenAt: frame)
+            } else {
+                rebase(at: frame)
+            }
+            if s == .finished, end.map({ frame < $0 }) ?? true { reopen() }
+        case .stop:
+            if output != nil, currentState == .running { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
+            if let writer, currentState != .finished {
+                do throws(AudioError) { try writer.finish() } catch { errors.withLock { $0.append(error) } }
+            }
+            setState(.stopped)
+            return false
+        case .shutdown:
+            return false
+        case .mixer(let body):
+            body(mixer, t)
+        }
+        return true
+    }
+
+    /// After the end was reached, more is to be played (a seek back, a later end).
+    private func reopen() {
+        if let output { _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_RESUME.rawValue)), 2000) }
+        setState(.running)
+    }
+
+    /// Ramps out and flushes at the consumer, then rewinds the timeline to the frame
+    /// actually played (or moves it to `frame`).
+    private func haltOutput(request: sm_request, thenAt frame: Int64?) {
+        guard let output else { return }
+        let seq = sm_output_post(output, Int32(request.rawValue))
+        _ = sm_output_wait(output, seq, 3000)
+        let stopped = timeline(forRing: sm_output_stop_index(output))
+        rebase(at: frame ?? stopped)
+    }
+
+    /// Continues the timeline from `frame` with the next frame written to the ring.
+    private func rebase(at frame: Int64) {
+        let ringBase = output.map { sm_ring_write_index(sm_output_ring($0)) } ?? 0
+        mapping.withLock { $0 = (ringBase, frame) }
+        mixer.seek(to: frame)
+        renderFrame.store(frame, ordering: .relaxed)
+    }
+
+    func timeline(forRing index: UInt64) -> Int64 {
+        let (ringBase, timelineBase) = mapping.withLock { $0 }
+        let rendered = renderFrame.load(ordering: .relaxed)
+        guard index > ringBase else { return min(timelineBase, rendered) }
+        return min(timelineBase + Int64(index - ringBase), rendered)
+    }
+
+    func position() -> Int64 {
+        guard let output else { return renderFrame.load(ordering: .relaxed) }
+        return timeline(forRing: sm_output_played_index(output))
+    }
+
+    // MARK: the render thread
+
+    func renderLoop() {
+        threadRunning.store(true, ordering: .releasing)
+        defer {
+            threadRunning.store(false, ordering: .releasing)
+            // Answer anyone still waiting.
+            let left = commands.withLock { list -> [Pending] in
+                defer { list.removeAll() }
+                return list
+            }
+            for p in left { p.done?.signal() }
+            doneSignal.signal()
+        }
+        setState(.running)
+        while processCommands() {
+            let s = currentState
+            if s != .running {
+                _ = wake.wait(timeout: .now() + 0.05)
+                continue
+            }
+            if let output, sm_output_get_stats(output).failed != 0 {
+                var e = sm_error()
+                sm_output_last_error(output, &e)
+                errors.withLock { $0.append(.device(DeviceError(e, device: ""))) }
+                setState(.failed)
+                continue
+            }
+            let t = renderFrame.load(ordering: .relaxed)
+            var n = blockFrames
+            if let end {
+                if t >= end {
+                    finishAtEnd()
+                    continue
+                }
+                n = Int(min(Int64(n), end - t))
+            }
+            if let output {
+                let writable = sm_output_wait_writable(output, UInt32(n), 20)
+                if writable < UInt32(n) { continue }
+            }
+            mixer.retire(before: position())
+            block.withUnsafeMutableBufferPointer { buf in
+                guard let base = buf.baseAddress else { return }
+                mixer.render(into: base, frames: n, at: t)
+                if let output {
+                    _ = sm_ring_write(sm_output_ring(output), base, UInt32(n))
+                    sm_output_notify(output)
+                } else if let writer {
+                    do throws(AudioError) { try writer.write(base, count: n) } catch {
+                        errors.withLock { $0.append(error) }
+                        setState(.failed)
+                    }
+                }
+            }
+            let sourceErrors = mixer.takeErrors()
+            if !sourceErrors.isEmpty { errors.withLock { $0.append(contentsOf: sourceErrors) } }
+            renderFrame.store(t + Int64(n), ordering: .relaxed)
+        }
+    }
+
+    /// Plays out what is queued (device) or completes the file.
+    private func finishAtEnd() {
+        if let output {
+            let seq = sm_output_post(output, Int32(SM_REQ_DRAIN.rawValue))
+            while sm_output_wait(output, seq, 50) == 0 {
+                if !commands.withLock({ $0.isEmpty }) { return }   // a command first (stop, pause, seek)
+                if sm_output_get_stats(output).failed != 0 { return }
+            }
+        } else if let writer {
+            do throws(AudioError) { try writer.finish() } catch { errors.withLock { $0.append(error) } }
+        }
+        setState(.finished)
+    }
+}

@@ -1,0 +1,163 @@
+/// What a voice plays: stereo interleaved float frames at the engine's rate.
+public protocol FrameSource: AnyObject {
+    /// The length in engine frames, or nil when it does not end (a loop).
+    var length: Int64? { get }
+    /// Reads up to `frames` frames; fewer only at the end.
+    func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int
+    /// Moves to `frame` (for a loop, any frame: it wraps).
+    func seek(to frame: Int64) throws(AudioError)
+}
+
+/// A decoder made into a FrameSource: resampled to the engine's rate where the file's
+/// rate differs (libsoxr), mono put on both channels, and optionally looped.
+///
+/// A loop wraps at the decoder's exact trimmed length, before resampling, so the loop
+/// period is the file's own length with no gap and no filter edge at the seam.
+public final class DecodedSource: FrameSource {
+    public let decoder: any AudioDecoder
+    public let engineRate: Int
+    public let loops: Bool
+    /// Exact length of one pass in engine frames.
+    public let passLength: Int64
+    private let resampler: Resampler?
+    private let chunk = 2048
+    private var decodeBuffer: [Float]
+    private var stereoBuffer: [Float]
+    private var produced: Int64 = 0       // engine frames produced since the last seek
+    private var startFrame: Int64 = 0     // engine frame of the last seek
+    private var drained = false
+    private var decoderAtEnd = false
+    private var pendingInput = 0          // stereo frames in stereoBuffer not yet resampled
+    private var pendingOffset = 0
+
+    public init(decoder: any AudioDecoder, engineRate: Int, loop: Bool = false) throws(AudioError) {
+        self.decoder = decoder
+        self.engineRate = engineRate
+        self.loops = loop
+        let fmt = decoder.format
+        guard fmt.channels >= 1, fmt.channels <= 2, fmt.sampleRate > 0 else {
+            throw AudioError.invalidArgument("cannot play audio with \(fmt.channels) channels")
+        }
+        let total = decoder.totalFrames ?? 0
+        if fmt.sampleRate == engineRate {
+            resampler = nil
+            passLength = total
+        } else {
+            resampler = try Resampler(from: fmt.sampleRate, to: engineRate, channels: 2)
+            passLength = (total * Int64(engineRate) + Int64(fmt.sampleRate) / 2) / Int64(fmt.sampleRate)
+        }
+        decodeBuffer = [Float](repeating: 0, count: chunk * fmt.channels)
+        stereoBuffer = [Float](repeating: 0, count: chunk * 2)
+        if loop && passLength == 0 {
+            throw AudioError.noAudio(path: "(loop)")
+        }
+    }
+
+    public convenience init(path: String, engineRate: Int, loop: Bool = false) throws(AudioError) {
+        try self.init(decoder: try openDecoder(path: path), engineRate: engineRate, loop: loop)
+    }
+
+    public var length: Int64? { loops ? nil : passLength }
+
+    /// Reads stereo frames at the decoder's rate, wrapping at the end for a loop.
+    private func readStereo(into out: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
+        var got = 0
+        var emptyPasses = 0
+        while got < frames {
+            let want = min(frames - got, chunk)
+            let n: Int
+            if decoder.format.channels == 2 {
+                n = try decoder.read(into: out + got * 2, frames: want)
+            } else {
+                n = try decodeBuffer.withStorage { (buf) throws(AudioError) -> Int in
+                    guard let base = buf.baseAddress else { return 0 }
+                    let n = try decoder.read(into: base, frames: want)
+                    for i in 0..<n {
+                        out[(got + i) * 2] = base[i]
+                        out[(got + i) * 2 + 1] = base[i]
+                    }
+                    return n
+                }
+            }
+            got += n
+            if n == 0 {
+                guard loops else { break }
+                emptyPasses += 1
+                if emptyPasses > 1 { break }   // a file with no frames: never spin
+                try decoder.seek(toFrame: 0)
+            } else {
+                emptyPasses = 0
+            }
+        }
+        return got
+    }
+
+    public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
+        var wanted = frames
+        if !loops {
+            let left = passLength - (startFrame + produced)
+            wanted = Int(max(0, min(Int64(frames), left)))
+        }
+        guard wanted > 0 else { return 0 }
+        guard let resampler else {
+            let n = try readStereo(into: buffer, frames: wanted)
+            produced += Int64(n)
+            return n
+        }
+        var got = 0
+        while got < wanted {
+            if pendingInput == 0 && !decoderAtEnd {
+                let n = try stereoBuffer.withStorage { (buf) throws(AudioError) -> Int in
+                    guard let base = buf.baseAddress else { return 0 }
+                    return try readStereo(into: base, frames: chunk)
+                }
+                pendingInput = n
+                pendingOffset = 0
+                if n == 0 { decoderAtEnd = true }
+            }
+            let result: (consumed: Int, produced: Int)
+            if pendingInput > 0 {
+                result = stereoBuffer.withUnsafeBufferPointer { buf in
+                    guard let base = buf.baseAddress else { return (0, 0) }
+                    return resampler.process(base + pendingOffset * 2, inputFrames: pendingInput,
+                                             into: buffer + got * 2, capacity: wanted - got)
+                }
+                pendingInput -= result.consumed
+                pendingOffset += result.consumed
+            } else {
+                if drained { break }
+                result = resampler.process(nil, inputFrames: 0, into: buffer + got * 2, capacity: wanted - got)
+                if result.produced == 0 { drained = true }
+            }
+            got += result.produced
+        }
+        // Pad the very end to the exact pass length (the filter may deliver a frame less).
+        if !loops && got < wanted && drained {
+            let pad = wanted - got
+            (buffer + got * 2).update(repeating: 0, count: pad * 2)
+            got = wanted
+        }
+        produced += Int64(got)
+        return got
+    }
+
+    public func seek(to frame: Int64) throws(AudioError) {
+        var target = max(0, frame)
+        if loops, passLength > 0 { target %= passLength } else { target = min(target, passLength) }
+        let sourceFrame: Int64
+        if resampler == nil {
+            sourceFrame = target
+        } else {
+            let rate = Int64(decoder.format.sampleRate)
+            sourceFrame = (target * rate + Int64(engineRate) / 2) / Int64(engineRate)
+        }
+        try decoder.seek(toFrame: sourceFrame)
+        resampler?.reset()
+        pendingInput = 0
+        pendingOffset = 0
+        decoderAtEnd = false
+        drained = false
+        startFrame = target
+        produced = 0
+    }
+}

@@ -1,0 +1,96 @@
+import CMpg123
+import Glibc
+import Synchronization
+
+private let mpg123Initialised: Bool = {
+    mpg123_init()
+    return true
+}()
+
+/// MPEG audio (MPEG 1, 2, 2.5; layers 1-3) through libmpg123, with gapless decoding on:
+/// the encoder delay and padding from a LAME/Xing tag are removed.
+public final class MP3Decoder: AudioDecoder {
+    public let format: AudioFormat
+    public private(set) var totalFrames: Int64?
+    public let probe: MPEGProbe
+    private let file: AudioFile
+    private let handle: OpaquePointer
+
+    public init(file: AudioFile, probe: MPEGProbe) throws(AudioError) {
+        _ = mpg123Initialised
+        self.file = file
+        self.probe = probe
+        var err: Int32 = 0
+        guard let h = mpg123_new(nil, &err) else {
+            throw AudioError.corrupt(path: file.path, detail: "libmpg123 could not start: \(Self.text(err))")
+        }
+        handle = h
+        let rate = probe.header.sampleRate
+        let channels = probe.header.channels
+        mpg123_param2(h, Int32(MPG123_ADD_FLAGS.rawValue), Int(MPG123_GAPLESS.rawValue | MPG123_QUIET.rawValue), 0)
+        mpg123_param2(h, Int32(MPG123_REMOVE_FLAGS.rawValue), Int(MPG123_FUZZY.rawValue), 0)
+        // Decode at the file's own rate and channel count, always float.
+        mpg123_format_none(h)
+        mpg123_format(h, rate, channels == 1 ? Int32(MPG123_MONO.rawValue) : Int32(MPG123_STEREO.rawValue),
+                      Int32(MPG123_ENC_FLOAT_32.rawValue))
+        guard mpg123_open_fd(h, file.fd) == MPG123_OK.rawValue else {
+            let detail = String(cString: mpg123_strerror(h))
+            mpg123_delete(h)
+            throw AudioError.corrupt(path: file.path, detail: detail)
+        }
+        var r = 0, c: Int32 = 0, e: Int32 = 0
+        guard mpg123_getformat(h, &r, &c, &e) == MPG123_OK.rawValue else {
+            let detail = String(cString: mpg123_strerror(h))
+            mpg123_close(h)
+            mpg123_delete(h)
+            throw AudioError.corrupt(path: file.path, detail: detail)
+        }
+        format = AudioFormat(sampleRate: r, channels: Int(c))
+        // A Xing/Info tag says how many bytes the stream has: fewer means cut short.
+        if let declared = probe.declaredBytes, declared > 0 {
+            let present = file.size - probe.firstFrameOffset
+            if present + 1024 < UInt64(declared) {
+                // self is complete here: deinit closes the handle.
+                throw AudioError.truncated(
+                    path: file.path, detail: "\(present) of \(declared) bytes of MPEG audio present")
+            }
+        }
+        // Without a frame count in a Xing tag, scan the frame headers for the exact length.
+        if probe.declaredFrames == nil { mpg123_scan(h) }
+        let length = mpg123_length(h)
+        totalFrames = length >= 0 ? Int64(length) : nil
+    }
+
+    deinit {
+        mpg123_close(handle)
+        mpg123_delete(handle)
+    }
+
+    public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
+        let frameBytes = MemoryLayout<Float>.size * format.channels
+        var total = 0
+        while total < frames {
+            var done = 0
+            let raw = UnsafeMutableRawPointer(buffer + total * format.channels)
+            let rc = mpg123_read(handle, raw, (frames - total) * frameBytes, &done)
+            total += done / frameBytes
+            if rc == MPG123_DONE.rawValue { break }
+            if rc == MPG123_NEW_FORMAT.rawValue { continue }
+            if rc != MPG123_OK.rawValue {
+                throw AudioError.corrupt(path: file.path, detail: String(cString: mpg123_strerror(handle)))
+            }
+            if done == 0 { continue }
+        }
+        return total
+    }
+
+    public func seek(toFrame frame: Int64) throws(AudioError) {
+        let target = max(0, min(frame, totalFrames ?? frame))
+        let r = mpg123_seek(handle, off_t(target), SEEK_SET)
+        if r < 0 {
+            throw AudioError.corrupt(path: file.path, detail: "cannot seek: \(String(cString: mpg123_strerror(handle)))")
+        }
+    }
+
+    static func text(_ err: Int32) -> String { String(cString: mpg123_plain_strerror(err)) }
+}

@@ -1,0 +1,132 @@
+/// Mixes voices on the session timeline. It renders in blocks and splits each block at
+/// every voice event (start, stop, the ends of fades and gain ramps), so every voice
+/// starts, stops or changes on its exact frame. Within a piece the envelope is linear
+/// and applied per frame. The sum goes through a soft limiter: it never wraps or clips
+/// hard.
+public final class Mixer {
+    public let sampleRate: Int
+    public private(set) var voices: [Voice] = []
+    private var scratch: [Float]
+    private let maxBlock: Int
+    /// Errors from sources (a file that turned out damaged): the voice is dropped and
+    /// the error kept here for the engine to report.
+    public private(set) var errors: [AudioError] = []
+
+    public init(sampleRate: Int, maxBlock: Int = 4096) {
+        self.sampleRate = sampleRate
+        self.maxBlock = maxBlock
+        scratch = [Float](repeating: 0, count: maxBlock * 2)
+    }
+
+    public func add(_ voice: Voice) { voices.append(voice) }
+
+    public func voice(id: Int) -> Voice? { voices.first { $0.id == id } }
+
+    public func remove(id: Int) { voices.removeAll { $0.id == id } }
+
+    public func removeAll() { voices.removeAll() }
+
+    public func takeErrors() -> [AudioError] {
+        defer { errors.removeAll() }
+        return errors
+    }
+
+    /// Forgets voices that are silent for good before `frame` (the frame heard now:
+    /// anything later may still be rendered again after a rewind).
+    public func retire(before frame: Int64) {
+        voices.removeAll { v in (v.end.map { $0 <= frame } ?? false) }
+    }
+
+    /// Positions every voice for rendering from timeline frame `t` (after a seek or a
+    /// rewind).
+    public func seek(to t: Int64) {
+        for v in voices { v.sourcePosition = nil }
+        for v in voices where t > v.start && (v.end.map { t < $0 } ?? true) {
+            do {
+                try v.source.seek(to: t - v.start)
+                v.sourcePosition = t
+            } catch {
+                errors.append(error)
+                v.setStop(v.start)
+            }
+        }
+    }
+
+    /// Renders `frames` stereo frames of timeline starting at `t` into `out`.
+    public func render(into out: UnsafeMutablePointer<Float>, frames: Int, at t: Int64) {
+        out.update(repeating: 0, count: frames * 2)
+        var done = 0
+        while done < frames {
+            let pieceStart = t + Int64(done)
+            var pieceEnd = t + Int64(frames)
+            pieceEnd = min(pieceEnd, pieceStart + Int64(maxBlock))
+            for v in voices {
+                if let e = v.nextEvent(after: pieceStart), e < pieceEnd { pieceEnd = e }
+            }
+            let count = Int(pieceEnd - pieceStart)
+            for v in voices { mix(v, into: out + done * 2, frames: count, at: pieceStart) }
+            done += count
+        }
+        softLimit(out, samples: frames * 2)
+    }
+
+    private func mix(_ v: Voice, into out: UnsafeMutablePointer<Float>, frames: Int, at t: Int64) {
+        guard t >= v.start else { return }
+        if let e = v.end, t >= e { return }
+        // Reposition the source if the previous render did not end where this one starts.
+        if v.sourcePosition != t {
+            do {
+                try v.source.seek(to: t - v.start)
+            } catch {
+                errors.append(error)
+                v.setStop(t)
+                return
+            }
+        }
+        let g0 = v.envelope(t)
+        let g1 = v.envelope(t + Int64(frames))
+        let n: Int
+        do {
+            n = try scratch.withStorage { (buf) throws(AudioError) -> Int in
+                guard let base = buf.baseAddress else { return 0 }
+                return try v.source.read(into: base, frames: frames)
+            }
+        } catch {
+            errors.append(error)
+            v.setStop(t)
+            return
+        }
+        v.sourcePosition = t + Int64(n)
+        if n < frames && v.sourceEnd == nil { v.setStop(t + Int64(n)) }
+        scratch.withUnsafeBufferPointer { buf in
+            guard let src = buf.baseAddress else { return }
+            if g0 == g1 {
+                if g0 == 0 { return }
+                for i in 0..<(n * 2) { out[i] += src[i] * g0 }
+            } else {
+                let step = (g1 - g0) / Float(frames)
+                var g = g0
+                for i in 0..<n {
+                    out[2 * i] += src[2 * i] * g
+                    out[2 * i + 1] += src[2 * i + 1] * g
+                    g += step
+                }
+            }
+        }
+    }
+
+    /// Leaves samples below 0.9 untouched and bends louder ones smoothly towards 1.0.
+    @inline(__always)
+    private func softLimit(_ out: UnsafeMutablePointer<Float>, samples: Int) {
+        let knee: Float = 0.9
+        for i in 0..<samples {
+            let x = out[i]
+            let a = abs(x)
+            if a > knee {
+                let over = (a - knee) / (1 - knee)
+                let y = knee + (1 - knee) * (over / (1 + over))
+                out[i] = x < 0 ? -y : y
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import CAudio
+import Glibc
+
+/// Writes interleaved stereo float frames to a WAV file: 32-bit float (WAVE_FORMAT_IEEE_FLOAT)
+/// or 16-bit PCM with TPDF dither. A file past 4 GiB becomes RF64 when it is finished.
+/// The data goes to `<path>.part` and is renamed into place only when complete.
+public final class WAVWriter {
+    public enum SampleFormat: Sendable { case float32, int16 }
+    public let path: String
+    public let sampleRate: Int
+    public let channels = 2
+    public let sampleFormat: SampleFormat
+    public private(set) var framesWritten: Int64 = 0
+    private let partPath: String
+    private var fd: Int32
+    private var buffer: [UInt8] = []
+    private var dither: UInt32 = 0x2545F491
+    private var convert: [Int16] = []
+    private static let headerSize = 80
+
+    public init(path: String, sampleRate: Int, format: SampleFormat = .float32) throws(AudioError) {
+        self.path = path
+        self.sampleRate = sampleRate
+        self.sampleFormat = format
+        partPath = path + ".part"
+        fd = open(partPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw AudioError.output(path: path, reason: AudioFile.errnoText()) }
+        buffer.reserveCapacity(1 << 18)
+        buffer.append(contentsOf: [UInt8](repeating: 0, count: Self.headerSize))
+    }
+
+    deinit {
+        if fd >= 0 {
+            close(fd)
+            unlink(partPath)
+        }
+    }
+
+    private var bytesPerSample: Int { sampleFormat == .float32 ? 4 : 2 }
+
+    public func write(_ frames: UnsafePointer<Float>, count: Int) throws(AudioError) {
+        let samples = count * channels
+        switch sampleFormat {
+        case .float32:
+            frames.withMemoryRebound(to: UInt8.self, capacity: samples * 4) { bytes in
+                buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: samples * 4))
+            }
+        case .int16:
+            if convert.count < samples { convert = [Int16](repeating: 0, count: samples) }
+            convert.withUnsafeMutableBufferPointer { out in
+                guard let base = out.baseAddress else { return }
+                sm_convert_s16(frames, base, samples, &dither)
+                base.withMemoryRebound(to: UInt8.self, capacity: samples * 2) { bytes in
+                    buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: samples * 2))
+                }
+            }
+        }
+        framesWritten += Int64(count)
+        if buffer.count >= 1 << 18 { try flush() }
+    }
+
+    private func flush() throws(AudioError) {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer.withUnsafeBytes { raw in
+                Glibc.write(fd, raw.baseAddress.map { $0 + offset }, buffer.count - offset)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AudioError.output(path: path, reason: AudioFile.errnoText())
+            }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes the header, syncs and renames the file into place.
+    public func finish() throws(AudioError) {
+        try flush()
+        let header = makeHeader()
+        let n = header.withUnsafeBytes { pwrite(fd, $0.baseAddress, header.count, 0) }
+        guard n == header.count else { throw AudioError.output(path: path, reason: AudioFile.errnoText()) }
+        guard fsync(fd) == 0 else { throw AudioError.output(path: path, reason: AudioFile.errnoText()) }
+        close(fd)
+        fd = -1
+        guard rename(partPath, path) == 0 else {
+            let reason = AudioFile.errnoText()
+            unlink(partPath)
+            throw AudioError.output(path: path, reason: reason)
+        }
+    }
+
+    /// RIFF/WAVE (or RF64) header, exactly `headerSize` bytes: the JUNK chunk reserves
+    /// room for RF64's ds64 chunk.
+    private func makeHeader() -> [UInt8] {
+        var h: [UInt8] = []
+        func tag(_ s: String) { h.append(contentsOf: Array(s.utf8)) }
+        func u16(_ v: Int) { h.append(UInt8(v & 0xFF)); h.append(UInt8((v >> 8) & 0xFF)) }
+        func u32(_ v: UInt64) { for i in 0..<4 { h.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) } }
+        func u64(_ v: UInt64) { for i in 0..<8 { h.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) } }
+        let dataBytes = UInt64(framesWritten) * UInt64(channels * bytesPerSample)
+        let riffSize = UInt64(Self.headerSize - 8) + dataBytes
+        let big = riffSize > UInt64(UInt32.max)
+        tag(big ? "RF64" : "RIFF"); u32(big ? 0xFFFF_FFFF : riffSize)
+        tag("WAVE")
+        if big {
+            tag("ds64"); u32(28); u64(riffSize); u64(dataBytes); u64(UInt64(framesWritten)); u32(0)
+        } else {
+            tag("JUNK"); u32(28); h.append(contentsOf: [UInt8](repeating: 0, count: 28))
+        }
+        tag("fmt "); u32(16)
+        u16(sampleFormat == .float32 ? 3 : 1)
+        u16(channels)
+        u32(UInt64(sampleRate))
+        u32(UInt64(sampleRate * channels * bytesPerSample))
+        u16(channels * bytesPerSample)
+        u16(bytesPerSample * 8)
+        tag("data"); u32(big ? 0xFFFF_FFFF : dataBytes)
+        return h
+    }
+}
