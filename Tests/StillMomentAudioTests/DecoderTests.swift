@@ -1,0 +1,194 @@
+import Foundation
+import Glibc
+import Testing
+@testable import StillMomentAudio
+
+@Suite("Decoders")
+struct DecoderTests {
+    static let decodable = Fixtures.expected.filter { $0.error == nil }
+    static let broken = Fixtures.expected.filter { $0.error != nil }
+
+    @Test("fixtures decode to the exact frame count and match the reference decode",
+          arguments: decodable.map(\.file))
+    func decodesExactly(_ name: String) throws {
+        let entry = try #require(Fixtures.expected.first { $0.file == name })
+        let decoder = try openDecoder(path: Fixtures.path(name))
+        #expect(decoder.format.sampleRate == entry.sampleRate)
+        #expect(decoder.format.channels == entry.channels)
+        #expect(decoder.totalFrames == entry.frames.map(Int64.init))
+        let samples = try decodeAll(decoder)
+        #expect(samples.count / decoder.format.channels == entry.frames)
+        let ref = try WAV.read(Fixtures.path(try #require(entry.ref)))
+        #expect(ref.frames >= entry.frames ?? 0)
+        #expect(ref.channels == decoder.format.channels)
+        let n = min(ref.samples.count, samples.count)
+        var worst: Float = 0
+        for i in 0..<n { worst = max(worst, abs(ref.samples[i] - samples[i])) }
+        let tolerance = try #require(entry.tolerance)
+        #expect(Double(worst) <= tolerance, "max difference \(worst)")
+    }
+
+    @Test("broken and unsupported files are typed errors", arguments: broken.map(\.file))
+    func brokenFiles(_ name: String) throws {
+        let entry = try #require(Fixtures.expected.first { $0.file == name })
+        let path = Fixtures.path(name)
+        do {
+            let decoder = try openDecoder(path: path)
+            _ = try decodeAll(decoder)
+            Issue.record("\(name) opened and decoded without an error")
+        } catch let error as AudioError {
+            let kind: String
+            switch error {
+            case .empty: kind = "empty"
+            case .notAudio: kind = "notAudio"
+            case .truncated: kind = "truncated"
+            case .unsupportedCodec: kind = "unsupportedCodec"
+            case .corrupt, .noAudio: kind = "corrupt"
+            default: kind = "\(error)"
+            }
+            #expect(kind == entry.error, "\(name): \(error)")
+            #expect(error.description.hasPrefix(path))
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test("the content decides, not the extension")
+    func contentDetection() throws {
+        let dir = TempDir()
+        let disguised = dir.file("actually-aac.mp3")
+        try FileManager.default.copyItem(atPath: Fixtures.path("editlist.m4a"), toPath: disguised)
+        let decoder = try openDecoder(path: disguised)
+        #expect(decoder is AACDecoder)
+        let named = dir.file("actually-mp3.m4a")
+        try FileManager.default.copyItem(atPath: Fixtures.path("cbr.mp3"), toPath: named)
+        #expect(try openDecoder(path: named) is MP3Decoder)
+    }
+
+    @Test("a folder, a FIFO, a dangling link and a missing file are clear errors")
+    func notFiles() throws {
+        let dir = TempDir()
+        #expect(throws: AudioError.notARegularFile(path: dir.path, kind: "folder")) { try openDecoder(path: dir.path) }
+        let fifo = dir.file("pipe.mp3")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(throws: AudioError.notARegularFile(path: fifo, kind: "FIFO (named pipe)")) { try openDecoder(path: fifo) }
+        let link = dir.file("gone.mp3")
+        #expect(symlink(dir.file("nothing-here"), link) == 0)
+        #expect(throws: AudioError.notARegularFile(path: link, kind: "dangling symbolic link")) { try openDecoder(path: link) }
+        #expect(throws: AudioError.fileNotFound(path: dir.file("missing.mp3"))) { try openDecoder(path: dir.file("missing.mp3")) }
+    }
+
+    @Test("M4A tags and trim sources are read")
+    func tags() throws {
+        let decoder = try #require(try openDecoder(path: Fixtures.path("editlist.m4a")) as? AACDecoder)
+        #expect(decoder.tags.title == "Edit List Test")
+        #expect(decoder.tags.artist == "Fixture Artist")
+        #expect(decoder.tags.album == "Fixture Album")
+        #expect(decoder.tags.albumArtist == "Fixture Album Artist")
+        #expect(decoder.track.trimSource == .editList)
+        let smpb = try #require(try openDecoder(path: Fixtures.path("itunsmpb.m4a")) as? AACDecoder)
+        #expect(smpb.track.trimSource == .iTunSMPB)
+        let none = try #require(try openDecoder(path: Fixtures.path("noedit.m4a")) as? AACDecoder)
+        #expect(none.track.trimSource == TrimSource.none)
+    }
+
+    @Test("seeking lands on the exact frame", arguments: ["cbr.mp3", "vbr.mp3", "editlist.m4a", "moov-at-end.m4a"])
+    func seek(_ name: String) throws {
+        let all = try decodeAll(try openDecoder(path: Fixtures.path(name)))
+        let decoder = try openDecoder(path: Fixtures.path(name))
+        let ch = decoder.format.channels
+        for target in [0, 1, 1023, 1024, 5000, 20_001] {
+            try decoder.seek(toFrame: Int64(target))
+            var buf = [Float](repeating: 0, count: 512 * ch)
+            let n = try buf.withUnsafeMutableBufferPointer { try decoder.read(into: $0.baseAddress!, frames: 512) }
+            #expect(n == 512)
+            var worst: Float = 0
+            for i in 0..<(n * ch) { worst = max(worst, abs(buf[i] - all[target * ch + i])) }
+            // MP3 seeks are sample-exact; AAC restarts one frame early, within rounding.
+            #expect(worst < 1e-4, "\(name) at \(target): \(worst)")
+        }
+    }
+}
+
+@Suite("Sources and the mixer")
+struct SourceTests {
+    @Test("a 1-s fixture looped 10 times is exactly 10 times its frames, without a seam",
+          arguments: ["loop-1s.mp3", "loop-1s.m4a"])
+    func loops(_ name: String) throws {
+        let once = try decodeAll(try openDecoder(path: Fixtures.path(name)))
+        let frames = once.count / 2
+        #expect(frames == 44100)
+        let inside = maxStep(once, channels: 2)
+
+        let source = try DecodedSource(path: Fixtures.path(name), engineRate: 44100, loop: true)
+        #expect(source.passLength == Int64(frames))
+        let mixer = Mixer(sampleRate: 44100)
+        mixer.add(Voice(id: 1, source: source, start: 0, stop: Int64(10 * frames)))
+        var out = [Float](repeating: 0, count: 11 * frames * 2)
+        out.withUnsafeMutableBufferPointer { mixer.render(into: $0.baseAddress!, frames: 11 * frames, at: 0) }
+        // Exactly ten passes: the frames are the file's frames, and silence after.
+        for pass in 0..<10 {
+            let base = pass * frames * 2
+            let same = out[base..<(base + 2 * frames)].elementsEqual(once)
+            #expect(same, "pass \(pass)")
+            let seam = pass == 0 ? 0 : maxStep(out, channels: 2, from: pass * frames, to: pass * frames + 1)
+            #expect(seam <= inside, "seam \(pass): \(seam) > \(inside)")
+        }
+        #expect(out[(20 * frames)...].allSatisfy { $0 == 0 })
+    }
+
+    @Test("a 22,050-Hz mono file is resampled to exactly twice its frames on both channels")
+    func resamples() throws {
+        let source = try DecodedSource(path: Fixtures.path("mpeg2-22050-mono.mp3"), engineRate: 44100)
+        #expect(source.length == 88200)
+        let out = try readAll(source, frames: 100_000)
+        #expect(out.count == 88200 * 2)
+        var same = true
+        var energy: Float = 0
+        for i in 0..<88200 {
+            same = same && out[2 * i] == out[2 * i + 1]
+            energy += out[2 * i] * out[2 * i]
+        }
+        #expect(same)
+        // Same loudness as the original (a resampler changes the rate, not the level).
+        let ref = try WAV.read(Fixtures.path("mpeg2-22050-mono.mp3.ref.wav"))
+        let refEnergy = ref.samples.reduce(Float(0)) { $0 + $1 * $1 } * 2
+        #expect(abs(energy / refEnergy - 1) < 0.02)
+    }
+
+    @Test("voices start and stop on their exact frames, with fades")
+    func exactPlacement() throws {
+        let mixer = Mixer(sampleRate: 44100, maxBlock: 256)
+        let counting = CountingSource()
+        let voice = Voice(id: 1, source: counting, start: 1001, gain: 1, fadeIn: 100, stop: 5003)
+        mixer.add(voice)
+        var out = [Float](repeating: 0, count: 6000 * 2)
+        // Render in odd-sized blocks: placement must not depend on block boundaries.
+        var t = 0
+        for size in [333, 777, 1, 2048, 1000, 1841] where t < 6000 {
+            let n = min(size, 6000 - t)
+            out.withUnsafeMutableBufferPointer { mixer.render(into: $0.baseAddress! + 2 * t, frames: n, at: Int64(t)) }
+            t += n
+        }
+        #expect(out[0..<2002].allSatisfy { $0 == 0 })
+        #expect(out[2003] == 0)                       // frame 1001: the fade starts from 0
+        #expect(abs(out[2005] - 0.005) < 1e-6)        // frame 1002: gain 1/100
+        #expect(abs(out[2 * 1101 + 1] - 0.5) < 1e-6)  // fade-in done at 1101
+        #expect(abs(out[2 * 1051 + 1] - 0.25) < 1e-3) // half-way
+        #expect(out[2 * 5002 + 1] == 0.5)
+        #expect(out[(2 * 5003)...].allSatisfy { $0 == 0 })
+        let rec = CountingSource.recover(out)
+        #expect(rec.first?.index == 1)
+        let contiguous = rec.enumerated().allSatisfy { $0.element.index == Int64($0.offset + 1) }
+        #expect(contiguous && rec.count == 4001)
+    }
+
+    @Test("the sum never wraps: loud voices are limited softly below 1")
+    func softLimit() throws {
+        let mixer = Mixer(sampleRate: 44100)
+        for id in 0..<8 { mixer.add(Voice(id: id, source: CountingSource(), start: 0, gain: 3)) }
+        var out = [Float](repeating: 0, count: 2048 * 2)
+        out.withUnsafeMutableBufferPointer { mixer.render(into: $0.baseAddress!, frames: 2048, at: 0) }
+        #expect(out.allSatisfy { $0 >= 0 && $0 < 1 })
+        #expect(out[1] > 0.95)
+    }
+}
