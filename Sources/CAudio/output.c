@@ -479,7 +479,12 @@ static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
 static int ramp_out(sm_output *o) {
     snd_pcm_state_t st = snd_pcm_state(o->pcm);
     if (st == SND_PCM_STATE_RUNNING || st == SND_PCM_STATE_PREPARED) {
+        /* Only what is queued and not yet heard may be taken back: never more than the
+         * delay (0 on a device that does not pace, such as null or file). */
         snd_pcm_sframes_t rewindable = snd_pcm_rewindable(o->pcm);
+        snd_pcm_sframes_t queued = 0;
+        if (snd_pcm_delay(o->pcm, &queued) < 0 || queued < 0) queued = 0;
+        if (rewindable > queued) rewindable = queued;
         snd_pcm_sframes_t margin = (snd_pcm_sframes_t)(o->info.rate / 500 + o->ramp_frames); /* 2 ms + ramp */
         uint64_t tail = 0;
         if (o->seg_count) {

@@ -161,10 +161,12 @@ public final class AudioEngine: Sendable {
     /// Moves the timeline to `frame` (ramping out and in around the jump).
     public func seek(to frame: Int64) { core.call(.seek(max(0, frame))) }
 
-    /// Fades out and stops for good; the session's file (if any) is completed.
+    /// Fades out and stops for good: the session's file (if any) is completed and the
+    /// device is released.
     public func stop() {
         core.call(.stop)
         join()
+        core.close()
     }
 
     /// Runs `body` on the render thread, between blocks, with the mixer and the
@@ -173,16 +175,15 @@ public final class AudioEngine: Sendable {
         core.call(.mixer(body))
     }
 
-    /// Waits until the session reaches its end (or is stopped/failed); nil timeout waits forever.
+    /// Waits until the session reaches its end (or is stopped/failed); nil timeout waits
+    /// forever. A finished engine still takes commands (a seek back plays again) until
+    /// `stop`.
     @discardableResult
     public func waitUntilDone(timeout: Double? = nil) -> State {
         let deadline = timeout.map { DispatchTime.now() + $0 }
         while true {
             let s = state
-            if s == .finished || s == .stopped || s == .failed {
-                join()
-                return s
-            }
+            if s == .finished || s == .stopped || s == .failed { return s }
             if let deadline, DispatchTime.now() >= deadline { return s }
             _ = core.doneSignal.wait(timeout: .now() + 0.05)
         }

@@ -55,7 +55,11 @@ final class EngineCore: @unchecked Sendable {
         block = [Float](repeating: 0, count: max(64, blockFrames) * 2)
     }
 
+    private let closed = Atomic<Bool>(false)
+
+    /// Releases the device (once; the render thread must have ended).
     func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if let output { sm_output_close(output) }
     }
 

@@ -316,7 +316,7 @@ public struct MP4File: Sendable {
                 break  // trailing garbage
             }
             let header = try readBytes(reader, at: offset, count: Int(min(remaining, 16)), what: "a box header")
-            guard header.count >= 8, let size32 = header.be32(0), let type = header.be32(4) else {
+            guard header.count >= 8, let size32 = header.mp4BE32(0), let type = header.mp4BE32(4) else {
                 if index == 1 { throw .notMP4 }
                 throw .truncated("box header at offset \(offset)")
             }
@@ -327,7 +327,7 @@ public struct MP4File: Sendable {
             case 0:
                 boxSize = remaining
             case 1:
-                guard let large = header.be64(8) else {
+                guard let large = header.mp4BE64(8) else {
                     if index == 1 { throw .notMP4 }
                     throw .truncated("'\(fourCCName(type))' box header at offset \(offset)")
                 }
@@ -417,18 +417,18 @@ fileprivate func hex(_ value: UInt64, digits: Int) -> String {
 // MARK: - Byte access
 
 extension Array where Element == UInt8 {
-    fileprivate func be16(_ i: Int) -> UInt16? {
+    fileprivate func mp4BE16(_ i: Int) -> UInt16? {
         guard i >= 0, i <= count - 2 else { return nil }
         return UInt16(self[i]) << 8 | UInt16(self[i + 1])
     }
 
-    fileprivate func be32(_ i: Int) -> UInt32? {
+    fileprivate func mp4BE32(_ i: Int) -> UInt32? {
         guard i >= 0, i <= count - 4 else { return nil }
         return UInt32(self[i]) << 24 | UInt32(self[i + 1]) << 16 | UInt32(self[i + 2]) << 8 | UInt32(self[i + 3])
     }
 
-    fileprivate func be64(_ i: Int) -> UInt64? {
-        guard let high = be32(i), let low = be32(i + 4) else { return nil }
+    fileprivate func mp4BE64(_ i: Int) -> UInt64? {
+        guard let high = mp4BE32(i), let low = mp4BE32(i + 4) else { return nil }
         return UInt64(high) << 32 | UInt64(low)
     }
 }
@@ -464,14 +464,14 @@ fileprivate struct MP4BoxIterator {
 
     mutating func next() throws(MP4Error) -> MP4Box? {
         let available = end - position
-        guard available >= 8, let size32 = bytes.be32(position), let type = bytes.be32(position + 4) else { return nil }
+        guard available >= 8, let size32 = bytes.mp4BE32(position), let type = bytes.mp4BE32(position + 4) else { return nil }
         var headerSize = 8
         let size: Int
         switch size32 {
         case 0:
             size = available
         case 1:
-            guard available >= 16, let large = bytes.be64(position + 8) else {
+            guard available >= 16, let large = bytes.mp4BE64(position + 8) else {
                 throw .corrupt("'\(fourCCName(type))' box in '\(parent)' has a cut-off 64-bit size")
             }
             guard large <= UInt64(available) else {
@@ -528,7 +528,7 @@ fileprivate struct MP4Cursor {
     }
 
     mutating func u16() throws(MP4Error) -> UInt16 {
-        guard remaining >= 2, let value = bytes.be16(position) else { throw short() }
+        guard remaining >= 2, let value = bytes.mp4BE16(position) else { throw short() }
         position += 2
         return value
     }
@@ -539,13 +539,13 @@ fileprivate struct MP4Cursor {
     }
 
     mutating func u32() throws(MP4Error) -> UInt32 {
-        guard remaining >= 4, let value = bytes.be32(position) else { throw short() }
+        guard remaining >= 4, let value = bytes.mp4BE32(position) else { throw short() }
         position += 4
         return value
     }
 
     mutating func u64() throws(MP4Error) -> UInt64 {
-        guard remaining >= 8, let value = bytes.be64(position) else { throw short() }
+        guard remaining >= 8, let value = bytes.mp4BE64(position) else { throw short() }
         position += 8
         return value
     }
@@ -993,7 +993,7 @@ fileprivate struct MP4MoovParser {
     /// Tags and the iTunSMPB text from a `meta` box (full box or QuickTime-style).
     func parseMeta(_ meta: MP4Box) throws(MP4Error) -> (MP4Tags, String?) {
         var start = meta.body + 4  // ISO: version and flags first
-        if let type = bytes.be32(meta.body + 4), [FourCC.hdlr, FourCC.ilst, FourCC.keys, FourCC.mhdr].contains(type) {
+        if let type = bytes.mp4BE32(meta.body + 4), [FourCC.hdlr, FourCC.ilst, FourCC.keys, FourCC.mhdr].contains(type) {
             start = meta.body  // QuickTime: children right away
         }
         var tags = MP4Tags()
@@ -1271,7 +1271,7 @@ fileprivate struct MP4SampleTableParser {
 
         // Per-sample offsets, each checked against the file size.
         var offsets: [UInt64] = []
-        offsets.reserveCapacity(min(sampleCount, 1 << 22))
+        offsets.reserveCapacity(sizes.isEmpty ? min(sampleCount, 1 << 16) : sampleCount)  // uniform: grow as validated
         var maxSize: UInt32 = 0
         var run = 0
         var sample = 0

@@ -112,16 +112,18 @@ final class TempDir {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// A source whose left channel counts frames (value = index / 2^17, exact in float)
-/// and whose right channel is a constant 0.5: from any output frame, right/0.5 is the
-/// gain applied and left/gain recovers which source frame it was.
+/// A source whose left channel counts frames modulo 4096 (value = (index % 4096) / 8192,
+/// exact in float) and whose right channel is a constant 0.5: from any output frame,
+/// right/0.5 is the gain applied and left/gain recovers which source frame it was
+/// (modulo 4096; small values keep the recovery exact even at a ramp's quietest frame).
 final class CountingSource: FrameSource {
-    static let scale: Float = 1.0 / 131072
+    static let period: Int64 = 4096
+    static let scale: Float = 1.0 / 8192   // below the mixer's soft-limit knee, exact in float
     var position: Int64 = 0
     var length: Int64? { nil }
     func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
         for i in 0..<frames {
-            buffer[2 * i] = Float((position + Int64(i)) % 131072) * Self.scale
+            buffer[2 * i] = Float((position + Int64(i)) % Self.period) * Self.scale
             buffer[2 * i + 1] = 0.5
         }
         position += Int64(frames)
@@ -129,8 +131,8 @@ final class CountingSource: FrameSource {
     }
     func seek(to frame: Int64) throws(AudioError) { position = frame }
 
-    /// Recovers the source frame indices of the audible frames of an output stream
-    /// (interleaved stereo), with the gain of each.
+    /// Recovers the source frame indices (modulo 4096) of the audible frames of an
+    /// output stream (interleaved stereo), with the gain of each.
     static func recover(_ samples: [Float]) -> [(index: Int64, gain: Float)] {
         var result: [(Int64, Float)] = []
         for i in 0..<(samples.count / 2) {
@@ -152,4 +154,11 @@ func maxStep(_ samples: [Float], channels: Int, from: Int = 0, to: Int? = nil) -
         }
     }
     return best
+}
+
+extension Array where Element == (index: Int64, gain: Float) {
+    /// Positions where the count does not go on by one (modulo the period).
+    var breaks: [Int] {
+        indices.dropFirst().filter { self[$0].index != (self[$0 - 1].index + 1) % CountingSource.period }
+    }
 }

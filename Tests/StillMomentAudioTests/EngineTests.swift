@@ -1,0 +1,187 @@
+import CAudio
+import Foundation
+import Glibc
+import Testing
+@testable import StillMomentAudio
+
+@Suite("Engine", .serialized)
+struct EngineTests {
+    /// Renders a voice of `cbr.mp3` starting at frame 1000 for 1.5 s through `sink`.
+    func render(_ sink: AudioSink) throws -> AudioEngine {
+        let engine = try AudioEngine(sampleRate: 44100, sink: sink)
+        let source = try DecodedSource(path: Fixtures.path("cbr.mp3"), engineRate: 44100)
+        engine.add(Voice(id: 1, source: source, start: 1000, gain: 0.5))
+        try engine.start(end: 66150)
+        #expect(engine.waitUntilDone(timeout: 20) == .finished)
+        #expect(engine.position == 66150)
+        return engine
+    }
+
+    @Test("the WAV sink holds exactly what was rendered")
+    func wavSink() throws {
+        let dir = TempDir()
+        let path = dir.file("out.wav")
+        _ = try render(.file(path: path, format: .float32))
+        let wav = try WAV.read(path)
+        #expect(wav.sampleRate == 44100 && wav.channels == 2 && wav.frames == 66150)
+        let decoded = try decodeAll(try openDecoder(path: Fixtures.path("cbr.mp3")))
+        #expect(wav.samples[0..<2000].allSatisfy { $0 == 0 })
+        var worst: Float = 0
+        for i in 0..<decoded.count { worst = max(worst, abs(wav.samples[2000 + i] - decoded[i] * 0.5)) }
+        #expect(worst == 0)
+        #expect(wav.samples[(2000 + decoded.count)...].allSatisfy { $0 == 0 })
+        #expect(!FileManager.default.fileExists(atPath: path + ".part"))
+    }
+
+    @Test("the ALSA path, through the file: device, plays exactly what the engine rendered")
+    func alsaFileDevice() throws {
+        let dir = TempDir()
+        let reference = dir.file("ref.wav")
+        _ = try render(.file(path: reference, format: .float32))
+        let captured = dir.file("alsa.wav")
+        let engine = try render(.device(DeviceConfiguration(name: "file:FILE=\(captured),FORMAT=wav")))
+        let stats = try #require(engine.statistics)
+        #expect(stats.xruns == 0 && stats.silenceFrames == 0)
+        #expect(engine.deviceInfo?.sampleFormat == "float")
+        engine.stop()
+        let a = try WAV.read(reference)
+        let b = try WAV.read(captured, dataIsFloat: true)
+        #expect(b.frames == a.frames)
+        #expect(a.samples.elementsEqual(b.samples))
+    }
+
+    @Test("an unknown device is a typed error with ALSA's reason and a hint")
+    func unknownDevice() throws {
+        do {
+            _ = try AudioEngine(sink: .device(DeviceConfiguration(name: "no-such-device")))
+            Issue.record("opened a device that does not exist")
+        } catch {
+            guard case .device(let e) = error else { Issue.record("\(error)"); return }
+            #expect(e.kind == .noDevice)
+            #expect(e.description.contains("no-such-device"))
+            #expect(e.description.contains("Unknown PCM"))
+            #expect(e.description.contains("aplay -L"))
+            #expect(!e.description.contains("\n"))
+        }
+    }
+
+    /// Plays an endless counting voice on the ALSA `file:` device, pausing, resuming
+    /// and seeking, and returns the captured stream.
+    func countingSession(_ body: (AudioEngine) throws -> Void) throws -> [Float] {
+        let dir = TempDir()
+        let path = dir.file("count.wav")
+        // A small ring, so the render thread is never far ahead of the consumer.
+        let config = DeviceConfiguration(name: "file:FILE=\(path),FORMAT=wav", ringFrames: 8192)
+        let engine = try AudioEngine(sampleRate: 44100, sink: .device(config))
+        engine.add(Voice(id: 1, source: CountingSource(), start: 0))
+        try engine.start(end: nil)
+        try body(engine)
+        engine.stop()
+        return try WAV.read(path, dataIsFloat: true).samples
+    }
+
+    func waitFor(_ engine: AudioEngine, frame: Int64) {
+        while engine.position < frame { usleep(200) }
+    }
+
+    @Test("pause and resume: nothing skipped or repeated, and no step larger than the ramp")
+    func pauseResume() throws {
+        var pausedAt: [Int64] = []
+        let samples = try countingSession { engine in
+            for k in 1...3 {
+                waitFor(engine, frame: Int64(k) * 30_000)
+                engine.pause()
+                #expect(engine.state == .paused)
+                let p = engine.position
+                pausedAt.append(p)
+                usleep(20_000)
+                #expect(engine.position == p)      // the timeline is frozen
+                engine.resume()
+            }
+            waitFor(engine, frame: 120_000)
+        }
+        let rec = CountingSource.recover(samples)
+        #expect(rec.count > 120_000)
+        // Every audible frame is the next source frame: a continuous count.
+        let breaks = rec.breaks
+        #expect(breaks.isEmpty, "count breaks at \(breaks.prefix(5).map { "\($0): \(rec[$0 - 1]) -> \(rec[$0])" })")
+        #expect(rec.first?.index == 0)
+        // The ramps are ~5 ms (220 frames) long: the gain never jumps by more than one step.
+        let step: Float = 1.0 / 220 + 1e-4
+        var worst: Float = 0
+        for i in 1..<(samples.count / 2) { worst = max(worst, abs(samples[2 * i + 1] - samples[2 * i - 1])) }
+        #expect(worst <= 0.5 * step, "largest gain step \(worst)")
+        // The three pauses and the stop each faded out.
+        let faded = rec.indices.dropFirst().filter { rec[$0].gain < 1 && rec[$0 - 1].gain == 1 }
+        #expect(faded.count == 4)
+        // The pause positions are where the audio stopped.
+        // The pause positions are where the audio stopped: the frame before the n-th
+        // fade-in is the paused position - 1.
+        let fadeIns = rec.indices.dropLast().filter { rec[$0].gain < 0.006 && rec[$0 + 1].gain > rec[$0].gain }
+        for (p, i) in zip(pausedAt, fadeIns) {
+            #expect(rec[i].index == p % CountingSource.period, "resumed at \(rec[i].index), paused at \(p)")
+        }
+    }
+
+    @Test("after a seek (a flush at the consumer) to frame F the next frames come from F")
+    func seek() throws {
+        let samples = try countingSession { engine in
+            waitFor(engine, frame: 20_000)
+            engine.seek(to: 500_000)
+            waitFor(engine, frame: 520_000)
+            engine.pause()
+            engine.seek(to: 1_000)
+            engine.resume()
+            waitFor(engine, frame: 10_000)
+        }
+        let rec = CountingSource.recover(samples)
+        let jumps = rec.breaks.map { (rec[$0 - 1].index, rec[$0].index) }
+        #expect(jumps.count == 2, "\(jumps.prefix(6))")
+        #expect(jumps.first?.1 == 500_000 % CountingSource.period)
+        #expect(jumps.last?.1 == 1_000)
+        let step: Float = 1.0 / 220 + 1e-4
+        var worst: Float = 0
+        for i in 1..<(samples.count / 2) { worst = max(worst, abs(samples[2 * i + 1] - samples[2 * i - 1])) }
+        #expect(worst <= 0.5 * step, "largest gain step \(worst)")
+    }
+
+    @Test("S16 conversion dithers within one LSB and never wraps")
+    func s16() {
+        var input: [Float] = [0, 0.5, -0.5, 1, -1, 2, -2, 1e-6]
+        input += [Float](repeating: 0.25, count: 10000)
+        var out = [Int16](repeating: 0, count: input.count)
+        var state: UInt32 = 1
+        sm_convert_s16(input, &out, input.count, &state)
+        #expect(out[3] == 32767 || out[3] == 32766)
+        #expect(out[5] == 32767 && out[6] == -32768)
+        let mean = out[8...].reduce(0.0) { $0 + Double($1) } / 10000
+        #expect(abs(mean - 0.25 * 32767) < 0.1)
+        #expect(out[8...].allSatisfy { abs(Int($0) - 8192) <= 1 })
+    }
+
+    @Test("the ring keeps order across the wrap and refuses to overfill")
+    func ring() throws {
+        let ring = try #require(sm_ring_create(1000, 2))
+        defer { sm_ring_destroy(ring) }
+        #expect(sm_ring_capacity(ring) == 1024)
+        var next: Float = 0
+        var expected: Float = 0
+        var chunk = [Float](repeating: 0, count: 2 * 700)
+        var out = [Float](repeating: 0, count: 2 * 700)
+        for _ in 0..<50 {
+            for i in 0..<700 { chunk[2 * i] = next; chunk[2 * i + 1] = -next; next += 1 }
+            #expect(sm_ring_write(ring, chunk, 700) == 700)
+            #expect(sm_ring_write(ring, chunk, 700) == 324)   // only what fits
+            next -= 376
+            let n = sm_ring_read(ring, &out, 700)
+            #expect(n == 700)
+            for i in 0..<Int(n) {
+                #expect(out[2 * i] == expected && out[2 * i + 1] == -expected)
+                expected += 1
+            }
+            #expect(sm_ring_flush(ring) == 324)
+            expected += 324
+            next = expected
+        }
+    }
+}
