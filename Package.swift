@@ -25,6 +25,10 @@ let package = Package(
             name: "StillMomentAudio",
             dependencies: ["CAudio", "CMpg123", "CFaad", "CSoxr"]
         ),
+        .executableTarget(
+            name: "StillMomentBench",
+            dependencies: ["StillMomentAudio"]
+        ),
         .testTarget(
             name: "StillMomentAudioTests",
             dependencies: ["StillMomentAudio", "CAudio"]

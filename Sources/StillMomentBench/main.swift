@@ -1,0 +1,38 @@
+// The benchmark driver: the engine's side of each measure in `make bench`
+// (bench/run.sh times it against the reference tools in the same run).
+import Glibc
+import StillMomentAudio
+
+func fail(_ message: String) -> Never {
+    var line = "stillmoment-bench: \(message)\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    exit(1)
+}
+
+let args = CommandLine.arguments
+guard args.count >= 2 else {
+    fail("usage: stillmoment-bench render INPUT OUTPUT.wav [float|s16]")
+}
+
+switch args[1] {
+case "render":
+    // Decode INPUT and render it through the mixer to a WAV file, as fast as the CPU goes.
+    guard args.count >= 4 else { fail("usage: stillmoment-bench render INPUT OUTPUT.wav [float|s16]") }
+    let format: WAVWriter.SampleFormat = args.count > 4 && args[4] == "s16" ? .int16 : .float32
+    do {
+        let decoder = try openDecoder(path: args[2])
+        let rate = decoder.format.sampleRate
+        let source = try DecodedSource(decoder: decoder, engineRate: rate)
+        guard let length = source.length else { fail("\(args[2]): length unknown") }
+        let engine = try AudioEngine(sampleRate: rate, sink: .file(path: args[3], format: format), blockFrames: 4096)
+        engine.add(Voice(id: 1, source: source, start: 0))
+        try engine.start(end: length)
+        let state = engine.waitUntilDone()
+        engine.stop()
+        if state != .finished { fail("render ended \(state): \(engine.errors.map(\.description).joined(separator: "; "))") }
+    } catch {
+        fail(error.description)
+    }
+default:
+    fail("unknown command \(args[1])")
+}
