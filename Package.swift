@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "StillMomentAudio", targets: ["StillMomentAudio"]),
+        .library(name: "StillMomentCore", targets: ["StillMomentCore"]),
+        .executable(name: "stillmoment", targets: ["stillmoment"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -25,6 +27,17 @@ let package = Package(
             name: "StillMomentAudio",
             dependencies: ["CAudio", "CMpg123", "CFaad", "CSoxr"]
         ),
+        .target(
+            name: "StillMomentCore",
+            dependencies: ["StillMomentAudio"]
+        ),
+        .executableTarget(
+            name: "stillmoment",
+            dependencies: [
+                "StillMomentCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "StillMomentBench",
             dependencies: ["StillMomentAudio"]
@@ -32,6 +45,10 @@ let package = Package(
         .testTarget(
             name: "StillMomentAudioTests",
             dependencies: ["StillMomentAudio", "CAudio"]
+        ),
+        .testTarget(
+            name: "StillMomentCoreTests",
+            dependencies: ["StillMomentCore", "StillMomentAudio"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -70,6 +70,7 @@ struct sm_output {
     uint32_t dither;
     int state;
     int draining;
+    int fading;
     uint32_t handled_seq;
 
     pthread_t thread;
@@ -78,6 +79,7 @@ struct sm_output {
 
     /* Control: one request slot. */
     _Atomic int req_type;
+    _Atomic uint32_t req_arg;
     _Atomic uint32_t req_seq;
     _Atomic uint32_t done_seq;
 
@@ -464,6 +466,10 @@ static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
     memset(o->fbuf, 0, (size_t)n * CHANNELS * sizeof(float));
     if (write_device(o, n) < 0) return -1;
     o->hist_valid = 0;   /* a rewind must not reach back across silence */
+    if (o->fading) {     /* a fade goes on through silence: time passes all the same */
+        o->gain -= o->gain_step * (float)n;
+        if (o->gain < 0.0f) o->gain = 0.0f;
+    }
     if (count_as_underflow) {
         atomic_fetch_add_explicit(&o->st_silence_frames, n, memory_order_relaxed);
         atomic_fetch_add_explicit(&o->st_silence_events, 1, memory_order_relaxed);
@@ -473,41 +479,47 @@ static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
     return 0;
 }
 
-/* Ramps the output to zero within ~5 ms of what is heard now: takes back what the
- * device has queued beyond a safety margin (snd_pcm_rewind), then writes a 5-ms
- * fade of the same audio. Sets stop_index to the first ring frame not played. */
-static int ramp_out(sm_output *o) {
+/* Takes back what the device has queued but not yet played, beyond a safety margin
+ * (snd_pcm_rewind), so that what we write next is heard within a few ms. The frames
+ * taken back are played again from the history. */
+static void take_back(sm_output *o) {
     snd_pcm_state_t st = snd_pcm_state(o->pcm);
-    if (st == SND_PCM_STATE_RUNNING || st == SND_PCM_STATE_PREPARED) {
-        /* Only what is queued and not yet heard may be taken back: never more than the
-         * delay (0 on a device that does not pace, such as null or file). */
-        snd_pcm_sframes_t rewindable = snd_pcm_rewindable(o->pcm);
-        snd_pcm_sframes_t queued = 0;
-        if (snd_pcm_delay(o->pcm, &queued) < 0 || queued < 0) queued = 0;
-        if (rewindable > queued) rewindable = queued;
-        snd_pcm_sframes_t margin = (snd_pcm_sframes_t)(o->info.rate / 500 + o->ramp_frames); /* 2 ms + ramp */
-        uint64_t tail = 0;
-        if (o->seg_count) {
-            segment *s = &o->seg[o->seg_count - 1];
-            if (s->dev_start + s->len == o->dev_pos) tail = s->len;
-        }
-        if (tail > o->hist_valid) tail = o->hist_valid;
-        snd_pcm_sframes_t k = rewindable - margin;
-        if ((uint64_t)k > tail) k = (snd_pcm_sframes_t)tail;
-        if (rewindable > margin && k > 0) {
-            snd_pcm_sframes_t back = snd_pcm_rewind(o->pcm, (snd_pcm_uframes_t)k);
-            if (back > 0) {
-                o->dev_pos -= (uint64_t)back;
-                o->seg[o->seg_count - 1].len -= (uint64_t)back;
-                if (o->seg[o->seg_count - 1].len == 0) o->seg_count--;
-                o->replay_to = o->next_ring;
-                o->next_ring -= (uint64_t)back;
-                o->hist_valid -= (uint32_t)back;
-                atomic_fetch_add_explicit(&o->st_rewinds, 1, memory_order_relaxed);
-            }
-        }
+    if (st != SND_PCM_STATE_RUNNING && st != SND_PCM_STATE_PREPARED) return;
+    /* Only what is queued and not yet heard may be taken back: never more than the
+     * delay (0 on a device that does not pace, such as null or file). */
+    snd_pcm_sframes_t rewindable = snd_pcm_rewindable(o->pcm);
+    snd_pcm_sframes_t queued = 0;
+    if (snd_pcm_delay(o->pcm, &queued) < 0 || queued < 0) queued = 0;
+    if (rewindable > queued) rewindable = queued;
+    snd_pcm_sframes_t margin = (snd_pcm_sframes_t)(o->info.rate / 500 + o->ramp_frames); /* 2 ms + ramp */
+    uint64_t tail = 0;
+    if (o->seg_count) {
+        segment *s = &o->seg[o->seg_count - 1];
+        if (s->dev_start + s->len == o->dev_pos) tail = s->len;
     }
+    if (tail > o->hist_valid) tail = o->hist_valid;
+    snd_pcm_sframes_t k = rewindable - margin;
+    if ((uint64_t)k > tail) k = (snd_pcm_sframes_t)tail;
+    if (rewindable <= margin || k <= 0) return;
+    snd_pcm_sframes_t back = snd_pcm_rewind(o->pcm, (snd_pcm_uframes_t)k);
+    if (back <= 0) return;
+    o->dev_pos -= (uint64_t)back;
+    o->seg[o->seg_count - 1].len -= (uint64_t)back;
+    if (o->seg[o->seg_count - 1].len == 0) o->seg_count--;
+    if (o->replay_to < o->next_ring) o->replay_to = o->next_ring;
+    o->next_ring -= (uint64_t)back;
+    o->hist_valid -= (uint32_t)back;
+    atomic_fetch_add_explicit(&o->st_rewinds, 1, memory_order_relaxed);
+}
+
+/* Ramps the output to zero within ~5 ms of what is heard now: takes back queued audio,
+ * then writes a 5-ms fade of the same audio. Sets stop_index to the first ring frame
+ * not played. */
+static int ramp_out(sm_output *o) {
+    o->fading = 0;   /* a pause or flush overrides a fade in progress */
+    take_back(o);
     o->gain_target = 0.0f;
+    o->gain_step = 1.0f / (float)o->ramp_frames;
     uint32_t n = o->ramp_frames;
     if (o->gain > 0.0f) {
         uint64_t start = o->next_ring;
@@ -540,8 +552,8 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
     nanosleep(&ts, NULL);
 }
 
-static void do_pause(sm_output *o) {
-    if (ramp_out(o) < 0) return;
+/* After a fade to zero: lets it play out, pauses the device and flushes the ring. */
+static void settle_paused(sm_output *o) {
     /* A few ms of zeros after the fade, so the device holds silence while paused. */
     uint32_t tail = o->ramp_frames;
     if (play_silence(o, tail, 0) < 0) return;
@@ -561,7 +573,29 @@ static void do_pause(sm_output *o) {
     }
     flush_ring(o);
     o->state = ST_PAUSED;
+    o->gain_step = 1.0f / (float)o->ramp_frames;
     atomic_store_explicit(&o->played_index, atomic_load(&o->stop_index), memory_order_release);
+}
+
+static void do_pause(sm_output *o) {
+    if (ramp_out(o) < 0) return;
+    settle_paused(o);
+}
+
+/* Starts a long fade at the consumer; the loop finishes it (finish_fade). */
+static void start_fade(sm_output *o, uint32_t frames) {
+    take_back(o);
+    if (frames < o->ramp_frames) frames = o->ramp_frames;
+    o->gain_target = 0.0f;
+    o->gain_step = (o->gain > 0.0f ? o->gain : 1.0f) / (float)frames;
+    o->fading = 1;
+}
+
+static void finish_fade(sm_output *o) {
+    o->fading = 0;
+    o->replay_to = 0;
+    atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
+    settle_paused(o);
 }
 
 static void do_resume(sm_output *o) {
@@ -603,6 +637,12 @@ static void handle_requests(sm_output *o) {
         break;
     case SM_REQ_DRAIN:
         if (o->state == ST_RUNNING) { o->draining = 1; return; } /* finished in the loop */
+        break;
+    case SM_REQ_FADE:
+        if (o->state == ST_RUNNING) {
+            if (!o->fading) start_fade(o, atomic_load_explicit(&o->req_arg, memory_order_acquire));
+            return;                                               /* finished in the loop */
+        }
         break;
     default: break;
     }
@@ -646,6 +686,11 @@ static void *thread_main(void *arg) {
         if (o->state != ST_RUNNING) {
             wait_for_data(o, 50);
             if (o->state == ST_PAUSED || o->state == ST_DRAINED) update_clock(o);
+            continue;
+        }
+        if (o->fading && o->gain <= 0.0f) {
+            finish_fade(o);
+            finish_request(o, atomic_load(&o->req_seq));
             continue;
         }
         uint32_t pending = pending_frames(o);
@@ -760,6 +805,11 @@ static int64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint32_t sm_output_post_fade(sm_output *o, uint32_t frames) {
+    atomic_store_explicit(&o->req_arg, frames, memory_order_release);
+    return sm_output_post(o, SM_REQ_FADE);
 }
 
 int sm_output_wait(sm_output *o, uint32_t seq, int timeout_ms) {

@@ -127,6 +127,12 @@ public final class AudioEngine: Sendable {
         core.post(.add(voice))
     }
 
+    /// Adds an entry to the score: its voice is made when the render reaches it, and
+    /// made again after a seek back.
+    public func schedule(_ entry: ScoreEntry) {
+        core.post(.schedule(entry))
+    }
+
     /// Starts rendering; the session ends at `end` (a timeline frame) or plays until
     /// `stop` when nil.
     public func start(end: Int64? = nil) throws(AudioError) {
@@ -160,6 +166,13 @@ public final class AudioEngine: Sendable {
 
     /// Moves the timeline to `frame` (ramping out and in around the jump).
     public func seek(to frame: Int64) { core.call(.seek(max(0, frame))) }
+
+    /// Fades everything out over `frames` starting with what is heard now (the fade is
+    /// applied at the consumer, so a deep ring does not delay it); the engine then counts
+    /// as finished. Returns at once; `waitUntilDone` waits for the fade.
+    public func fadeOutAndFinish(over frames: Int64) {
+        core.post(.fadeOut(frames))
+    }
 
     /// Fades out and stops for good: the session's file (if any) is completed and the
     /// device is released.

@@ -10,10 +10,12 @@ import Synchronization
 final class EngineCore: @unchecked Sendable {
     enum Command {
         case add(Voice)
+        case schedule(ScoreEntry)
         case setEnd(Int64?)
         case pause
         case resume
         case seek(Int64)
+        case fadeOut(Int64)
         case stop
         case shutdown
         case mixer(@Sendable (Mixer, Int64) -> Void)
@@ -43,6 +45,8 @@ final class EngineCore: @unchecked Sendable {
     private let mixer: Mixer
     private let writer: WAVWriter?
     private var end: Int64?
+    /// A fade at the consumer in progress (its request number).
+    private var fadeRequest: UInt32?
     private var block: [Float]
     private let blockFrames: Int
 
@@ -123,6 +127,8 @@ final class EngineCore: @unchecked Sendable {
         switch command {
         case .add(let voice):
             mixer.add(voice)
+        case .schedule(let entry):
+            mixer.schedule(entry)
         case .setEnd(let e):
             end = e
             if currentState == .finished, let e, e > t { reopen() }
@@ -142,6 +148,20 @@ final class EngineCore: @unchecked Sendable {
                 rebase(at: frame)
             }
             if s == .finished, end.map({ frame < $0 }) ?? true { reopen() }
+        case .fadeOut(let frames):
+            switch currentState {
+            case .running:
+                if let output {
+                    fadeRequest = sm_output_post_fade(output, UInt32(clamping: max(1, frames)))
+                } else {
+                    for v in mixer.voices { v.fadeOut(at: t, over: max(1, frames)) }
+                    end = min(end ?? .max, t + max(1, frames))
+                }
+            case .paused, .idle:
+                setState(.finished)
+            default:
+                break
+            }
         case .stop:
             if output != nil, currentState == .running { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
             if let writer, currentState != .finished {
@@ -167,6 +187,7 @@ final class EngineCore: @unchecked Sendable {
     /// actually played (or moves it to `frame`).
     private func haltOutput(request: sm_request, thenAt frame: Int64?) {
         guard let output else { return }
+        fadeRequest = nil
         let seq = sm_output_post(output, Int32(request.rawValue))
         _ = sm_output_wait(output, seq, 3000)
         let stopped = timeline(forRing: sm_output_stop_index(output))
@@ -221,9 +242,16 @@ final class EngineCore: @unchecked Sendable {
                 setState(.failed)
                 continue
             }
+            if let seq = fadeRequest, let output, sm_output_wait(output, seq, 0) == 1 {
+                // The fade at the consumer is done: the session ends where it fell silent.
+                fadeRequest = nil
+                rebase(at: timeline(forRing: sm_output_stop_index(output)))
+                setState(.finished)
+                continue
+            }
             let t = renderFrame.load(ordering: .relaxed)
             var n = blockFrames
-            if let end {
+            if let end, fadeRequest == nil {
                 if t >= end {
                     finishAtEnd()
                     continue

@@ -20,6 +20,49 @@ public final class Mixer {
 
     public func add(_ voice: Voice) { voices.append(voice) }
 
+    /// The score: entries sorted by start; `nextEntry` is the first not yet made.
+    private var score: [ScoreEntry] = []
+    private var nextEntry = 0
+    private var made: Set<Int> = []
+
+    /// Adds an entry to the score. Its voice is made when rendering reaches `start`.
+    public func schedule(_ entry: ScoreEntry) {
+        let i = score.firstIndex { $0.start > entry.start } ?? score.count
+        score.insert(entry, at: i)
+        if i < nextEntry { nextEntry += 1 }
+    }
+
+    /// Removes an entry (and its voice, if playing).
+    public func unschedule(id: Int) {
+        if let i = score.firstIndex(where: { $0.id == id }) {
+            score.remove(at: i)
+            if i < nextEntry { nextEntry -= 1 }
+        }
+        made.remove(id)
+        remove(id: id)
+    }
+
+    public var scheduledEntries: [ScoreEntry] { score }
+
+    private func make(_ entry: ScoreEntry) {
+        guard !made.contains(entry.id) else { return }
+        made.insert(entry.id)
+        do {
+            let voice = try entry.make()
+            voices.append(voice)
+        } catch {
+            errors.append(error)
+        }
+    }
+
+    /// Makes the voices of entries that start before `t1`.
+    private func materialize(until t1: Int64) {
+        while nextEntry < score.count && score[nextEntry].start < t1 {
+            make(score[nextEntry])
+            nextEntry += 1
+        }
+    }
+
     public func voice(id: Int) -> Voice? { voices.first { $0.id == id } }
 
     public func remove(id: Int) { voices.removeAll { $0.id == id } }
@@ -40,6 +83,12 @@ public final class Mixer {
     /// Positions every voice for rendering from timeline frame `t` (after a seek or a
     /// rewind).
     public func seek(to t: Int64) {
+        // Voices of the score are made again around the new position.
+        let scored = Set(score.map(\.id))
+        voices.removeAll { scored.contains($0.id) }
+        made.removeAll()
+        nextEntry = score.firstIndex { $0.start >= t } ?? score.count
+        for entry in score[..<nextEntry] where entry.overlaps(from: t, to: t + 1) { make(entry) }
         for v in voices { v.sourcePosition = nil }
         for v in voices where t > v.start && (v.end.map { t < $0 } ?? true) {
             do {
@@ -55,6 +104,7 @@ public final class Mixer {
     /// Renders `frames` stereo frames of timeline starting at `t` into `out`.
     public func render(into out: UnsafeMutablePointer<Float>, frames: Int, at t: Int64) {
         out.update(repeating: 0, count: frames * 2)
+        materialize(until: t + Int64(frames))
         var done = 0
         while done < frames {
             let pieceStart = t + Int64(done)

@@ -124,12 +124,18 @@ typedef enum sm_request {
     SM_REQ_PAUSE = 1,   /* ramp out (~5 ms), pause the device, flush the ring */
     SM_REQ_RESUME = 2,  /* un-pause; the next frames ramp in */
     SM_REQ_FLUSH = 3,   /* ramp out, flush the ring, keep the device running */
-    SM_REQ_DRAIN = 4    /* play everything in the ring, then drain the device */
+    SM_REQ_DRAIN = 4,   /* play everything in the ring, then drain the device */
+    SM_REQ_FADE = 5     /* fade out over the frames given to sm_output_post_fade, then
+                           pause and flush as SM_REQ_PAUSE does */
 } sm_request;
 
 /* Posts a request (one at a time) and returns its sequence number. The producer must
  * not write to the ring between posting PAUSE/FLUSH and their completion. */
 uint32_t sm_output_post(sm_output *out, int request);
+/* Posts SM_REQ_FADE: a fade of `frames` frames applied at the consumer, starting with
+ * the next frame the device gets (queued audio is taken back where the device allows),
+ * so it is heard at once however deep the ring is. */
+uint32_t sm_output_post_fade(sm_output *out, uint32_t frames);
 /* Waits until request `seq` is done; returns 1 when done, 0 on timeout. */
 int sm_output_wait(sm_output *out, uint32_t seq, int timeout_ms);
 /* After a PAUSE or FLUSH: the ring index of the first frame that was NOT heard (the

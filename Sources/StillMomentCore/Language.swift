@@ -1,0 +1,25 @@
+import FoundationEssentials
+
+/// User-facing language: German when LC_ALL, LC_MESSAGES or LANG says so, else English.
+public enum Language: String, Sendable {
+    case en, de
+
+    public static var current: Language {
+        let env = ProcessInfo.processInfo.environment
+        for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
+            if let v = env[key], !v.isEmpty { return v.lowercased().hasPrefix("de") ? .de : .en }
+        }
+        return .en
+    }
+}
+
+/// A text in both languages.
+public struct LocalizedText: Codable, Sendable, Equatable {
+    public var en: String
+    public var de: String
+    public init(en: String, de: String) {
+        self.en = en
+        self.de = de
+    }
+    public func text(_ language: Language = .current) -> String { language == .de ? de : en }
+}

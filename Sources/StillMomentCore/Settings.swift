@@ -1,0 +1,80 @@
+import FoundationEssentials
+import Glibc
+
+/// The timer's defaults, kept in `settings.json` under keys named like the options.
+/// Values are stored as text, exactly as they would be typed after the option, and
+/// checked with the same parsers.
+public struct Settings: Sendable, Equatable {
+    public static let defaults: [(key: String, value: String)] = [
+        ("duration", "10m"),
+        ("preparation", "10s"),
+        ("gong", "temple-bell"),
+        ("gong-volume", "1.0"),
+        ("strikes", "1"),
+        ("interval", "off"),
+        ("interval-length", "5m"),
+        ("interval-mode", "repeating"),
+        ("interval-gong", "soft-interval"),
+        ("interval-volume", "0.75"),
+        ("ambience", "silent"),
+        ("ambience-volume", "0.15"),
+        ("device", "default"),
+    ]
+    public static var keys: [String] { defaults.map(\.key) }
+
+    public private(set) var values: [String: String]
+
+    public init(values: [String: String] = [:]) { self.values = values }
+
+    /// The value in force for `key`: the stored one, else the default.
+    public func value(_ key: String) -> String {
+        values[key] ?? Self.defaults.first { $0.key == key }?.value ?? ""
+    }
+
+    public func isDefault(_ key: String) -> Bool { values[key] == nil }
+
+    /// Loads `settings.json` (a missing file means all defaults).
+    public static func load(path: String = Paths.settingsFile) throws(CoreError) -> Settings {
+        guard let data = FileManager.default.contents(atPath: path) else { return Settings() }
+        do {
+            let raw = try JSONDecoder().decode([String: String].self, from: data)
+            return Settings(values: raw.filter { keys.contains($0.key) })
+        } catch {
+            throw CoreError.invalid("\(path): not a valid settings file; fix or remove it (\(error))")
+        }
+    }
+
+    /// Checks and sets a value (validated against the catalog, so a typo never lands).
+    public mutating func set(_ key: String, _ value: String, catalog: SoundCatalog) throws(CoreError) {
+        guard Self.keys.contains(key) else {
+            throw CoreError.invalid("unknown setting '\(key)'; the settings are: \(Self.keys.joined(separator: ", "))")
+        }
+        var trial = self
+        trial.values[key] = value
+        _ = try TimerConfiguration(settings: trial, options: [:], catalog: catalog)
+        values[key] = value
+    }
+
+    public mutating func reset(_ key: String) { values[key] = nil }
+
+    /// Writes `settings.json` atomically (a temporary file, fsync, rename).
+    public func save(path: String = Paths.settingsFile) throws(CoreError) {
+        let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !folder.isEmpty { try Paths.makeFolder(folder) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let data = try? encoder.encode(values) else { throw CoreError.invalid("cannot encode the settings") }
+        let tmp = path + ".tmp-\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CoreError.io(path: tmp, reason: String(cString: strerror(errno))) }
+        let bytes = [UInt8](data) + [10]
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count, synced, rename(tmp, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(tmp)
+            throw CoreError.io(path: path, reason: reason)
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import StillMomentAudio
+
+/// Where a session's sound goes.
+public enum SessionOutput: Sendable {
+    case device(DeviceConfiguration)
+    case file(path: String)
+}
+
+/// A timer session on the engine: the plan put on the score, and its controls.
+public final class TimerSession: Sendable {
+    public let plan: TimerPlan
+    public let configuration: TimerConfiguration
+    public let engine: AudioEngine
+
+    /// Opens the output and the sounds and schedules the whole session. Errors here
+    /// (a device that cannot open, a damaged sound) come before anything plays.
+    public init(configuration: TimerConfiguration, catalog: SoundCatalog, output: SessionOutput,
+                sampleRate: Int = 44100) throws(CoreError) {
+        self.configuration = configuration
+        let engine: AudioEngine
+        do {
+            switch output {
+            case .device(let device): engine = try AudioEngine(sampleRate: sampleRate, sink: .device(device))
+            case .file(let path): engine = try AudioEngine(sampleRate: sampleRate, sink: .file(path: path, format: .float32))
+            }
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+        self.engine = engine
+        let rate = engine.sampleRate
+        // Open each sound once now: a missing or damaged file is an error before we start,
+        // and the gong's exact length places the ambience and the end of the session.
+        func length(_ sound: Sound, loop: Bool = false) throws(CoreError) -> (path: String, frames: Int64) {
+            guard let path = catalog.path(of: sound) else { throw CoreError.invalid("\(sound.id) has no file") }
+            do {
+                let source = try DecodedSource(path: path, engineRate: rate, loop: loop)
+                return (path, source.passLength)
+            } catch {
+                throw CoreError.invalid(error.description)
+            }
+        }
+        let gong = try length(configuration.gong)
+        let interval = configuration.intervalTimes.isEmpty ? nil : try length(configuration.intervalGong)
+        let ambience = try configuration.ambience.map { (s) throws(CoreError) in try length(s, loop: true) }
+        plan = TimerPlan(configuration: configuration, rate: rate, gongFrames: gong.frames,
+                         hasAmbience: ambience != nil)
+
+        var id = 0
+        func gongEntry(_ path: String, frames: Int64, at start: Int64, volume: Double) -> ScoreEntry {
+            id += 1
+            let voiceID = id
+            return ScoreEntry(id: voiceID, start: start, end: start + frames) { () throws(AudioError) -> Voice in
+                Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: rate), start: start,
+                      gain: Float(volume))
+            }
+        }
+        for strike in plan.startStrikes {
+            engine.schedule(gongEntry(gong.path, frames: gong.frames, at: strike, volume: configuration.gongVolume))
+        }
+        if let interval {
+            for t in plan.intervalGongs {
+                engine.schedule(gongEntry(interval.path, frames: interval.frames, at: t,
+                                          volume: configuration.intervalVolume))
+            }
+        }
+        for strike in plan.endStrikes {
+            engine.schedule(gongEntry(gong.path, frames: gong.frames, at: strike, volume: configuration.gongVolume))
+        }
+        if let ambience, let a = plan.ambience {
+            id += 1
+            let voiceID = id
+            let path = ambience.path
+            let volume = Float(configuration.ambienceVolume)
+            engine.schedule(ScoreEntry(id: voiceID, start: a.start, end: a.fadeOutStart + a.fadeOut) {
+                () throws(AudioError) -> Voice in
+                let voice = Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: rate, loop: true),
+                                  start: a.start, gain: volume, fadeIn: a.fadeIn)
+                voice.fadeOut(at: a.fadeOutStart, over: a.fadeOut)
+                return voice
+            })
+        }
+    }
+
+    public func start() throws(CoreError) {
+        do { try engine.start(end: plan.total) } catch { throw CoreError.invalid(error.description) }
+    }
+
+    public var position: Int64 { engine.position }
+
+    public var state: TimerState {
+        switch engine.state {
+        case .idle: return .idle
+        case .stopped: return .stopped
+        case .finished: return .completed
+        default: return plan.state(at: engine.position)
+        }
+    }
+
+    public var isPaused: Bool { engine.state == .paused }
+
+    public func pause() { engine.pause() }
+    public func resume() { engine.resume() }
+
+    /// Fades everything out over `seconds` from what is heard now, then stops.
+    public func stop(fade seconds: Double = 1.0) {
+        engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate)))
+        engine.waitUntilDone(timeout: seconds + 5)
+        engine.stop()
+    }
+
+    /// Waits until the session completes or is stopped.
+    public func wait() -> TimerState {
+        let s = engine.waitUntilDone()
+        return s == .finished ? .completed : .stopped
+    }
+}

@@ -1,0 +1,67 @@
+import ArgumentParser
+import StillMomentCore
+
+struct SettingsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "settings",
+        abstract: "Show or change the timer's defaults (settings.json).",
+        subcommands: [Show.self, Set.self, Reset.self],
+        defaultSubcommand: Show.self
+    )
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show every setting and where it comes from.")
+        func run() throws {
+            let settings: Settings
+            do { settings = try Settings.load() } catch { throw Console.fail(error.description) }
+            let width = Settings.keys.map(\.count).max() ?? 0
+            for key in Settings.keys {
+                let k = key.padded(to: width + 2)
+                Console.out("\(k)\(settings.value(key))\(settings.isDefault(key) ? "  (default)" : "")")
+            }
+            Console.out("(\(Paths.settingsFile))")
+        }
+    }
+
+    struct Set: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set KEY to VALUE, e.g. `settings set duration 20m`.")
+        @Argument(help: "The setting, named like the timer's option (duration, gong, ambience-volume, …).")
+        var key: String
+        @Argument(help: "The value, as you would give it to the option.")
+        var value: String
+
+        func run() throws {
+            do {
+                var settings = try Settings.load()
+                try settings.set(key, value, catalog: try SoundCatalog.bundled())
+                try settings.save()
+                Console.out("\(key) = \(value)")
+            } catch {
+                throw Console.fail(error.description, code: Exit.usage)
+            }
+        }
+    }
+
+    struct Reset: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Return KEY (or every setting) to its default.")
+        @Argument(help: "The setting to reset; all when omitted.")
+        var key: String?
+
+        func run() throws {
+            do {
+                var settings = try Settings.load()
+                if let key {
+                    guard Settings.keys.contains(key) else {
+                        throw CoreError.invalid("unknown setting '\(key)'; the settings are: \(Settings.keys.joined(separator: ", "))")
+                    }
+                    settings.reset(key)
+                } else {
+                    settings = Settings()
+                }
+                try settings.save()
+            } catch {
+                throw Console.fail("\(error)", code: Exit.usage)
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+import ArgumentParser
+
+@main
+struct StillMoment: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stillmoment",
+        abstract: "A meditation timer and guided-meditation player for the shell.",
+        discussion: "Run `stillmoment timer 20m` to sit for 20 minutes.",
+        version: "0.1.0",
+        subcommands: [TimerCommand.self, SoundsCommand.self, SettingsCommand.self]
+    )
+}

@@ -1,0 +1,235 @@
+import ArgumentParser
+import Glibc
+import StillMomentAudio
+import StillMomentCore
+
+struct TimerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "timer",
+        abstract: "Sit with a timer: preparation, start gong, interval gongs, ambience, end gong.",
+        discussion: """
+            DURATION is like 20m, 90s, 1h15m or a number of minutes (1 s to 24 h); the default \
+            comes from the settings (10m). Every option's default comes from \
+            `stillmoment settings`. On a terminal: space pauses or resumes, q stops.
+            """
+    )
+
+    @Argument(help: "How long to sit: 20m, 90s, 1h15m, or minutes.")
+    var duration: String?
+
+    @Option(help: "Countdown before the start gong: 10s, or off.")
+    var preparation: String?
+
+    @Option(help: "Start and end gong (see `stillmoment sounds`).")
+    var gong: String?
+
+    @Option(name: .customLong("gong-volume"), help: "Gong volume, 0 to 1.")
+    var gongVolume: String?
+
+    @Option(help: "Strike the start and end gong N times, a few seconds apart.")
+    var strikes: String?
+
+    @Option(help: "Interval gongs every 5m (or another time), or off.")
+    var interval: String?
+
+    @Option(name: .customLong("interval-mode"), help: "repeating, after-start or before-end.")
+    var intervalMode: String?
+
+    @Option(name: .customLong("interval-gong"), help: "The interval gong's sound.")
+    var intervalGong: String?
+
+    @Option(name: .customLong("interval-volume"), help: "Interval gong volume, 0 to 1.")
+    var intervalVolume: String?
+
+    @Option(help: "Interval gongs at given times, e.g. 5m,12m30s,-2m (negative: before the end). Replaces --interval.")
+    var bells: String?
+
+    @Option(help: "Background ambience (forest, rain, …) or silent.")
+    var ambience: String?
+
+    @Option(name: .customLong("ambience-volume"), help: "Ambience volume, 0 to 1.")
+    var ambienceVolume: String?
+
+    @Option(help: "ALSA device (see `aplay -L`).")
+    var device: String?
+
+    @Option(help: "Render the whole session to this WAV file, as fast as the CPU goes, instead of playing.")
+    var output: String?
+
+    @Option(name: .customLong("fallback-output"), help: .hidden)
+    var fallbackOutput: String?
+
+    func run() throws {
+        var options: [String: String] = [:]
+        options["duration"] = duration
+        options["preparation"] = preparation
+        options["gong"] = gong
+        options["gong-volume"] = gongVolume
+        options["strikes"] = strikes
+        options["interval"] = interval
+        options["interval-mode"] = intervalMode
+        options["interval-gong"] = intervalGong
+        options["interval-volume"] = intervalVolume
+        options["bells"] = bells
+        options["ambience"] = ambience
+        options["ambience-volume"] = ambienceVolume
+        options["device"] = device
+
+        let catalog: SoundCatalog
+        let configuration: TimerConfiguration
+        do {
+            catalog = try SoundCatalog.bundled()
+            configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
+        } catch {
+            throw Console.fail(error.description, code: Exit.usage)
+        }
+
+        var target: SessionOutput = output.map { .file(path: $0) } ?? .device(DeviceConfiguration(name: configuration.device))
+        let session: TimerSession
+        do {
+            session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
+        } catch {
+            guard case .device = target, let fallback = fallbackOutput else {
+                throw Console.fail(error.description, code: output == nil ? Exit.device : Exit.failure)
+            }
+            Console.err("no sound device to play on (\(error.description.prefix { $0 != ";" })): rendering the session to \(fallback) instead")
+            target = .file(path: fallback)
+            do {
+                session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
+            } catch {
+                throw Console.fail(error.description)
+            }
+        }
+        let result = TimerRunner(session: session, renderingTo: { if case .file(let p) = target { return p } else { return nil } }()).run()
+        if result == .failed { throw ExitCode(Exit.failure) }
+    }
+}
+
+/// Drives a session from the terminal (or from a script without one).
+struct TimerRunner {
+    enum Result { case completed, stopped, failed }
+    let session: TimerSession
+    let renderingTo: String?
+    let language = Language.current
+
+    func run() -> Result {
+        let signals = StopSignals()
+        let interactive = Console.isTerminal && renderingTo == nil
+        let view = TerminalView(interactive: interactive)
+        defer { view.restore() }
+        do {
+            try session.start()
+        } catch {
+            view.restore()
+            Console.err("error: \(error.description)")
+            return .failed
+        }
+        if let path = renderingTo {
+            Console.out(text("rendering", path))
+        }
+        var lastState: TimerState?
+        var lastPaused = false
+        while true {
+            let engineState = session.engine.state
+            if engineState == .finished || engineState == .stopped || engineState == .failed { break }
+            if let sig = signals.received {
+                _ = sig
+                if interactive { view.finishLine(line(stopping: true)) }
+                session.stop(fade: renderingTo == nil ? 1.0 : 0.0)
+                if !interactive && renderingTo == nil { Console.out(TimerState.stopped.name(language)) }
+                return .stopped
+            }
+            let state = session.state
+            let paused = session.isPaused
+            if interactive {
+                view.show(line(stopping: false))
+            } else if renderingTo == nil && (state != lastState || paused != lastPaused) {
+                Console.out(plainLine(state: state, paused: paused))
+            }
+            lastState = state
+            lastPaused = paused
+            switch view.key(timeoutMs: interactive ? 100 : 200) {
+            case .space:
+                if session.isPaused { session.resume() } else { session.pause() }
+            case .quit:
+                view.finishLine(line(stopping: true))
+                session.stop(fade: 1.0)
+                return .stopped
+            default:
+                break
+            }
+        }
+        let errors = session.engine.errors
+        let final = session.engine.state
+        session.engine.stop()
+        if !errors.isEmpty || final == .failed {
+            if interactive { view.finishLine(line(stopping: false)) }
+            for e in errors { Console.err("error: \(e.description)") }
+            return .failed
+        }
+        if interactive {
+            view.finishLine("✓ " + TimerState.completed.name(language) + "  " + TimeText.clock(session.plan.elapsed(at: session.plan.total)))
+        } else if let path = renderingTo {
+            let seconds = Double(session.plan.total) / Double(session.plan.rate)
+            Console.out(text("wrote", path, TimeText.clock(Int64(seconds * 1000))))
+        } else {
+            Console.out(TimerState.completed.name(language))
+        }
+        return .completed
+    }
+
+    private func line(stopping: Bool) -> String {
+        let p = session.position
+        let plan = session.plan
+        let state = plan.state(at: p)
+        var parts: [String] = []
+        if stopping {
+            parts.append("■ " + TimerState.stopped.name(language))
+        } else if session.isPaused {
+            parts.append("⏸ " + text("paused") + " (" + state.name(language) + ")")
+        } else {
+            parts.append("▶ " + state.name(language))
+        }
+        if state == .preparation {
+            parts.append(text("starts in", TimeText.clock(plan.remaining(at: p) + 999)))
+        } else {
+            parts.append(text("elapsed", TimeText.clock(plan.elapsed(at: p))))
+            parts.append(text("left", TimeText.clock(plan.remaining(at: p) + (p < plan.meditationEnd ? 999 : 0))))
+            if let next = plan.nextGong(after: p), next > plan.meditationStart {
+                parts.append(text("next gong", TimeText.clock(plan.milliseconds(next - plan.meditationStart))))
+            }
+        }
+        if !stopping { parts.append(text("keys")) }
+        return parts.joined(separator: "   ")
+    }
+
+    private func plainLine(state: TimerState, paused: Bool) -> String {
+        let p = session.position
+        let plan = session.plan
+        let name = paused ? text("paused") + " (" + state.name(language) + ")" : state.name(language)
+        return "\(name)  \(text("elapsed", TimeText.clock(plan.elapsed(at: p))))  \(text("left", TimeText.clock(plan.remaining(at: p))))"
+    }
+
+    private func text(_ key: String, _ args: String...) -> String {
+        let a = args + ["", "", ""]
+        switch (key, language) {
+        case ("paused", .en): return "paused"
+        case ("paused", .de): return "pausiert"
+        case ("starts in", .en): return "starts in \(a[0])"
+        case ("starts in", .de): return "Beginn in \(a[0])"
+        case ("elapsed", .en): return "elapsed \(a[0])"
+        case ("elapsed", .de): return "vergangen \(a[0])"
+        case ("left", .en): return "left \(a[0])"
+        case ("left", .de): return "übrig \(a[0])"
+        case ("next gong", .en): return "next gong at \(a[0])"
+        case ("next gong", .de): return "nächster Gong bei \(a[0])"
+        case ("keys", .en): return "[space] pause  [q] stop"
+        case ("keys", .de): return "[Leertaste] Pause  [q] Ende"
+        case ("rendering", .en): return "rendering the session to \(a[0])"
+        case ("rendering", .de): return "Sitzung wird in \(a[0]) geschrieben"
+        case ("wrote", .en): return "wrote \(a[0]) (\(a[1]))"
+        case ("wrote", .de): return "\(a[0]) geschrieben (\(a[1]))"
+        default: return key
+        }
+    }
+}
