@@ -9,7 +9,7 @@ DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev
 DEB_TEST := $(DEB_BUILD)
 DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time
 
-.PHONY: deps deps-test deps-bench build release test bench clean
+.PHONY: deps deps-test deps-bench build release run test bench clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -26,6 +26,11 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The main job: a 1-minute session with interval gongs every 20 s and the forest
+# ambience on the default ALSA device (or, with no sound card, rendered to session.wav).
+run: release
+	.build/release/stillmoment timer 1m --interval 20s --ambience forest --fallback-output session.wav
+
 test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
@@ -33,6 +38,7 @@ test: deps-test
 bench: deps-bench release
 	@rm -f bench-out/results.txt
 	@bash bench/engine.sh
+	@bash bench/timer.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
 clean:

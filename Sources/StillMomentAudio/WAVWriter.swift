@@ -59,6 +59,11 @@ public final class WAVWriter {
         if buffer.count >= 1 << 18 { try flush() }
     }
 
+    /// Bytes written to the file so far, and how far writeback has been started.
+    private var fileBytes: Int64 = 0
+    private var writebackStarted: Int64 = 0
+    private static let writebackChunk: Int64 = 8 << 20
+
     private func flush() throws(AudioError) {
         var offset = 0
         while offset < buffer.count {
@@ -71,7 +76,14 @@ public final class WAVWriter {
             }
             offset += n
         }
+        fileBytes += Int64(buffer.count)
         buffer.removeAll(keepingCapacity: true)
+        // Start writing back each 8 MiB as it is complete, so the fsync at the end has
+        // only the tail to wait for (a long render does not end in a long stall).
+        while fileBytes - writebackStarted >= Self.writebackChunk {
+            _ = sm_file_start_writeback(fd, writebackStarted, Self.writebackChunk)
+            writebackStarted += Self.writebackChunk
+        }
     }
 
     /// Writes the header, syncs and renames the file into place.

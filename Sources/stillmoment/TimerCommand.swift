@@ -100,7 +100,8 @@ struct TimerCommand: ParsableCommand {
                 throw Console.fail(error.description)
             }
         }
-        let result = TimerRunner(session: session, renderingTo: { if case .file(let p) = target { return p } else { return nil } }()).run()
+        let renderPath: String? = if case .file(let p) = target { p } else { nil }
+        let result = TimerRunner(session: session, renderingTo: renderPath, announce: output != nil).run()
         if result == .failed { throw ExitCode(Exit.failure) }
     }
 }
@@ -110,6 +111,8 @@ struct TimerRunner {
     enum Result { case completed, stopped, failed }
     let session: TimerSession
     let renderingTo: String?
+    /// Say where the session is rendered (not after the fallback notice, which said it).
+    var announce = true
     let language = Language.current
 
     func run() -> Result {
@@ -124,7 +127,7 @@ struct TimerRunner {
             Console.err("error: \(error.description)")
             return .failed
         }
-        if let path = renderingTo {
+        if let path = renderingTo, announce {
             Console.out(text("rendering", path))
         }
         var lastState: TimerState?
@@ -143,7 +146,7 @@ struct TimerRunner {
             let paused = session.isPaused
             if interactive {
                 view.show(line(stopping: false))
-            } else if renderingTo == nil && (state != lastState || paused != lastPaused) {
+            } else if renderingTo == nil && state != .idle && (state != lastState || paused != lastPaused) {
                 Console.out(plainLine(state: state, paused: paused))
             }
             lastState = state

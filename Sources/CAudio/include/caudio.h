@@ -147,6 +147,10 @@ uint64_t sm_output_stop_index(const sm_output *out);
 void sm_output_notify(sm_output *out);
 uint32_t sm_output_wait_writable(sm_output *out, uint32_t frames, int timeout_ms);
 
+/* Starts writeback of a written file range without waiting (sync_file_range), so a
+ * long file's final fsync has only the tail to wait for. Returns 0 or -errno. */
+int sm_file_start_writeback(int fd, int64_t offset, int64_t length);
+
 /* Float to integer conversion as used by the output thread (exposed for tests). */
 void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dither_state);
 void sm_convert_s32(const float *in, int32_t *out, size_t samples);

@@ -1,0 +1,8 @@
+#define _GNU_SOURCE
+#include "caudio.h"
+#include <errno.h>
+#include <fcntl.h>
+
+int sm_file_start_writeback(int fd, int64_t offset, int64_t length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE) == 0 ? 0 : -errno;
+}
