@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
-DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev
+DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev libebur128-dev libxxhash-dev libsqlite3-dev
 DEB_TEST := $(DEB_BUILD)
 DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time
 

@@ -11,12 +11,16 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         // System libraries (Debian: libmpg123-dev, libfaad-dev, libsoxr-dev).
         .systemLibrary(name: "CMpg123", pkgConfig: "libmpg123"),
         .systemLibrary(name: "CFaad"),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr"),
+        // For the library store (Debian: libxxhash-dev, libebur128-dev).
+        .systemLibrary(name: "CXXHash"),
+        .systemLibrary(name: "CEbur128", pkgConfig: "libebur128"),
         // The real-time backend: SPSC ring and the ALSA output thread.
         .target(
             name: "CAudio",
@@ -28,7 +32,10 @@ let package = Package(
         ),
         .target(
             name: "StillMomentCore",
-            dependencies: ["StillMomentAudio"]
+            dependencies: [
+                "StillMomentAudio", "CXXHash", "CEbur128", "CMpg123",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .executableTarget(
             name: "stillmoment",

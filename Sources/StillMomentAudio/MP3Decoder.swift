@@ -93,4 +93,29 @@ public final class MP3Decoder: AudioDecoder {
     }
 
     static func text(_ err: Int32) -> String { String(cString: mpg123_plain_strerror(err)) }
+
+    /// Title, artist and album from the ID3v2 tag, else the ID3v1 tag (libmpg123).
+    public func tags() -> (title: String?, artist: String?, album: String?) {
+        // Make sure a trailing ID3v1 tag has been seen.
+        if mpg123_meta_check(handle) & MPG123_ID3 == 0 { mpg123_scan(handle) }
+        var v1: UnsafeMutablePointer<mpg123_id3v1>?
+        var v2: UnsafeMutablePointer<mpg123_id3v2>?
+        guard mpg123_id3(handle, &v1, &v2) == MPG123_OK.rawValue else { return (nil, nil, nil) }
+        func text(_ s: UnsafeMutablePointer<mpg123_string>?) -> String? {
+            guard let s, let p = s.pointee.p, s.pointee.fill > 0 else { return nil }
+            return String(cString: p)
+        }
+        func text<T>(_ field: T) -> String? {
+            withUnsafeBytes(of: field) { raw in
+                let bytes = raw.prefix { $0 != 0 }
+                // ID3v1 is Latin-1.
+                let s = String(bytes.map { Character(Unicode.Scalar($0)) })
+                return s.isEmpty ? nil : s
+            }
+        }
+        let title = text(v2?.pointee.title) ?? v1.flatMap { text($0.pointee.title) }
+        let artist = text(v2?.pointee.artist) ?? v1.flatMap { text($0.pointee.artist) }
+        let album = text(v2?.pointee.album) ?? v1.flatMap { text($0.pointee.album) }
+        return (title, artist, album)
+    }
 }

@@ -41,6 +41,19 @@ public struct SoundCatalog: Sendable {
         }
     }
 
+    /// The bundled sounds plus those imported into the store.
+    public static func withCustomSounds(store: LibraryStore) throws(CoreError) -> SoundCatalog {
+        var catalog = try bundled()
+        for custom in try store.customSounds() {
+            let kind: Sound.Kind = custom.kind == "ambience" ? .ambience : .gong
+            catalog.add(Sound(id: custom.id, filename: store.soundsFolder + "/" + custom.storedFile, kind: kind,
+                              volume: kind == .ambience ? 0.15 : 1.0,
+                              name: LocalizedText(en: custom.name, de: custom.name),
+                              description: LocalizedText(en: "imported", de: "importiert")))
+        }
+        return catalog
+    }
+
     public mutating func add(_ sound: Sound) {
         sounds.removeAll { $0.id == sound.id }
         sounds.append(sound)

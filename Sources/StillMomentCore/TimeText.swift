@@ -86,7 +86,8 @@ public enum TimeText {
 }
 
 extension String {
-    func trimmingWhitespace() -> String {
+    /// The string without leading and trailing white space.
+    public func trimmingWhitespace() -> String {
         var s = Substring(self)
         while let f = s.first, f.isWhitespace { s.removeFirst() }
         while let l = s.last, l.isWhitespace { s.removeLast() }

@@ -7,6 +7,9 @@ struct StillMoment: ParsableCommand {
         abstract: "A meditation timer and guided-meditation player for the shell.",
         discussion: "Run `stillmoment timer 20m` to sit for 20 minutes.",
         version: "0.1.0",
-        subcommands: [TimerCommand.self, SoundsCommand.self, SettingsCommand.self]
+        subcommands: [
+            TimerCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self, EditCommand.self,
+            DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
+        ]
     )
 }

@@ -1,0 +1,126 @@
+import FoundationEssentials
+import Glibc
+import StillMomentAudio
+
+/// A guided meditation on the engine: optional preparation, the start gong if set for
+/// this meditation and then 2.0 s of silence, the voice within its trim range at its
+/// loudness gain, and the end gong if set. Reads only the store's copy.
+public final class GuidedSession: Sendable {
+    public let meditation: Meditation
+    public let engine: AudioEngine
+    public let store: LibraryStore
+    /// Timeline frames where the voice starts and ends.
+    public let voiceStart: Int64
+    public let voiceEnd: Int64
+    /// The file position (ms) that `voiceStart` plays.
+    public let fileStart: Int64
+    public let total: Int64
+    public static let pauseAfterGong: Int64 = 2_000
+
+    public init(meditation m: Meditation, store: LibraryStore, catalog: SoundCatalog, output: SessionOutput,
+                preparation: Int64 = 0, from: Int64 = 0, window: Int64? = nil, sampleRate: Int = 44100) throws(CoreError) {
+        meditation = m
+        self.store = store
+        let engine: AudioEngine
+        do {
+            switch output {
+            case .device(let d): engine = try AudioEngine(sampleRate: sampleRate, sink: .device(d))
+            case .file(let p): engine = try AudioEngine(sampleRate: sampleRate, sink: .file(path: p, format: .float32))
+            }
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+        self.engine = engine
+        let rate = Int64(engine.sampleRate)
+        func frames(_ ms: Int64) -> Int64 { ms * rate / 1000 }
+        let path = store.path(of: m)
+        let trimStart = m.trimStart ?? 0
+        let trimEnd = m.trimEnd ?? m.durationMilliseconds
+        let begin = min(max(trimStart, trimStart + from), trimEnd)
+        fileStart = begin
+        var t = frames(preparation)
+        var id = 0
+        func gong(_ gongID: String?) throws(CoreError) -> (String, Int64)? {
+            guard let gongID else { return nil }
+            let sound = try catalog.gong(gongID)
+            guard let p = catalog.path(of: sound) else { return nil }
+            do { return (p, try DecodedSource(path: p, engineRate: Int(rate)).passLength) } catch {
+                throw CoreError.invalid(error.description)
+            }
+        }
+        func schedule(_ gong: (String, Int64), at start: Int64) {
+            id += 1
+            let voiceID = id
+            let (p, length) = gong
+            engine.schedule(ScoreEntry(id: voiceID, start: start, end: start + length) { () throws(AudioError) -> Voice in
+                Voice(id: voiceID, source: try DecodedSource(path: p, engineRate: Int(rate)), start: start)
+            })
+        }
+        if window == nil, from == 0, let g = try gong(m.startGong) {
+            schedule(g, at: t)
+            t += g.1 + frames(Self.pauseAfterGong)
+        }
+        let length = frames(window ?? (trimEnd - begin))
+        voiceStart = t
+        voiceEnd = t + length
+        let gain = Float(Glibc.pow(10.0, m.loudnessGain / 20))
+        id += 1
+        let voiceID = id
+        let offset = frames(begin)
+        let start = t
+        do {
+            // Open now: a damaged or missing copy is an error before anything plays.
+            _ = try DecodedSource(path: path, engineRate: Int(rate))
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+        engine.schedule(ScoreEntry(id: voiceID, start: start, end: start + length) { () throws(AudioError) -> Voice in
+            let source = try TrimmedSource(try DecodedSource(path: path, engineRate: Int(rate)), offset: offset, length: length)
+            return Voice(id: voiceID, source: source, start: start, gain: gain)
+        })
+        t += length
+        if window == nil, let g = try gong(m.endGong) {
+            schedule(g, at: t)
+            t += g.1
+        }
+        total = t
+    }
+
+    public func start() throws(CoreError) {
+        do { try engine.start(end: total) } catch { throw CoreError.invalid(error.description) }
+    }
+
+    public var position: Int64 { engine.position }
+    public var isPaused: Bool { engine.state == .paused }
+    public func pause() { engine.pause() }
+    public func resume() { engine.resume() }
+
+    /// Seeks by `ms` within the voice.
+    public func seek(by ms: Int64) {
+        let target = position + ms * Int64(engine.sampleRate) / 1000
+        engine.seek(to: max(voiceStart, min(target, voiceEnd)))
+    }
+
+    /// Seeks to a position in the meditation's file (ms).
+    public func seek(toFile ms: Int64) {
+        engine.seek(to: voiceStart + max(0, ms - fileStart) * Int64(engine.sampleRate) / 1000)
+    }
+
+    /// The position in the meditation's file (ms) heard now.
+    public var filePosition: Int64 {
+        let p = min(max(position, voiceStart), voiceEnd)
+        return fileStart + (p - voiceStart) * 1000 / Int64(engine.sampleRate)
+    }
+
+    /// Saves where playback is (nil once the meditation was heard to the end).
+    public func savePosition() throws(CoreError) {
+        let done = position >= voiceEnd
+        try store.savePosition(id: meditation.id, ms: done ? nil : filePosition)
+    }
+
+    public func stop(fade seconds: Double = 1.0) {
+        engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate)))
+        engine.waitUntilDone(timeout: seconds + 5)
+        engine.stop()
+    }
+}

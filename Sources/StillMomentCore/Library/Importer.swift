@@ -1,0 +1,255 @@
+import FoundationEssentials
+import Glibc
+import StillMomentAudio
+
+/// Copies audio files into the store, atomically, and catalogs them.
+///
+/// For each file: the content is probed (MP3 or M4A, as the engine decodes them) before
+/// anything is copied; the copy goes to a locked temporary file in the store's folder,
+/// hashed (XXH3-128) while copying and fsynced; a copy of a file already in the store is
+/// dropped; the copy is decoded once for its exact length and loudness; then, in one
+/// catalog transaction, the copy is renamed to `<UUID>.<ext>` (the folder fsynced) and the
+/// row inserted. Any failure removes the temporary file; a process killed midway leaves
+/// only a temporary or an unlisted file, which the next open of the store removes.
+public struct Importer: Sendable {
+    public let store: LibraryStore
+    /// Refuse an import that would leave less than this free (and warn under `warnBelow`).
+    public var reserveBytes: Int64 = 16 << 20
+    public var warnBelow: Int64 = 500 << 20
+
+    public init(store: LibraryStore) { self.store = store }
+
+    public enum Outcome: Sendable, Equatable {
+        case imported(Meditation)
+        case alreadyThere(Meditation)
+    }
+
+    public struct Options: Sendable {
+        public var teacher: String?
+        public var name: String?
+        public init(teacher: String? = nil, name: String? = nil) {
+            self.teacher = teacher
+            self.name = name
+        }
+    }
+
+    /// Imports one file. `progress` gets the fraction of the analysis done; `warn` gets
+    /// warnings (low disk space).
+    public func importFile(_ path: String, options: Options = Options(),
+                           progress: (Double) -> Void = { _ in },
+                           warn: (String) -> Void = { _ in }) throws(CoreError) -> Outcome {
+        let source: AudioFile
+        let container: AudioContainer
+        do {
+            source = try AudioFile(path: path)
+            container = try AudioContainer.detect(source)
+            _ = try Self.openDecoder(source, container)   // probe: the engine must be able to play it
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+        let ext: String
+        if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
+        let free = store.freeBytes()
+        if Int64(source.size) + reserveBytes > free {
+            throw CoreError.invalid("\(path): not enough space in \(store.home) (\(Self.megabytes(Int64(source.size))) needed, \(Self.megabytes(free)) free)")
+        }
+        if free - Int64(source.size) < warnBelow {
+            warn("less than 500 MB left in \(store.home) (\(Self.megabytes(free - Int64(source.size))) after this import)")
+        }
+
+        let id = UUID().uuidString.lowercased()
+        let stored = "\(id).\(ext)"
+        let copy = try TempCopy(folder: store.meditationsFolder, name: ".import-\(id).\(ext)", from: source)
+        let hash = copy.hash
+
+        if let existing = try store.read({ db in
+            try Meditation.filter(sql: "contentHash = ?", arguments: [hash]).fetchOne(db)
+        }) {
+            copy.discard()
+            return .alreadyThere(existing)
+        }
+
+        // Analyse the copy: what we keep is what we measure.
+        let analysis: AudioAnalysis
+        var tags: (title: String?, artist: String?, album: String?) = (nil, nil, nil)
+        do {
+            let file = try AudioFile(path: copy.path)
+            let decoder = try Self.openDecoder(file, container)
+            if let mp3 = decoder as? MP3Decoder { tags = mp3.tags() }
+            if let aac = decoder as? AACDecoder { tags = (aac.tags.title, aac.tags.artist, aac.tags.album) }
+            try decoder.seek(toFrame: 0)
+            analysis = try AudioAnalysis.run(decoder, progress: progress)
+        } catch {
+            copy.discard()
+            throw CoreError.invalid(error.description.replacingOccurrences(of: copy.path, with: path))
+        }
+        guard analysis.frames > 0 else {
+            copy.discard()
+            throw CoreError.invalid("\(path): no decodable audio in the file")
+        }
+
+        let original = String(path.split(separator: "/").last ?? Substring(path))
+        let meditation = Meditation(
+            id: id, storedFile: stored, originalName: original, durationFrames: analysis.frames,
+            sampleRate: analysis.sampleRate,
+            teacher: Self.clean(options.teacher) ?? Self.clean(tags.artist) ?? "",
+            name: Self.clean(options.name) ?? Self.clean(tags.title) ?? Self.nameFromFile(original),
+            album: Self.clean(tags.album), dateAdded: Date(), trimStart: nil, trimEnd: nil,
+            startGong: nil, endGong: nil, size: Int64(copy.size), contentHash: hash,
+            loudnessGain: analysis.gain, lastPosition: nil)
+        let finalPath = store.meditationsFolder + "/" + stored
+        let folder = store.meditationsFolder
+        do {
+            try store.write { db in
+                // A second import of the same content may have landed meanwhile.
+                if let other = try Meditation.filter(sql: "contentHash = ?", arguments: [hash]).fetchOne(db) {
+                    throw DuplicateFound(meditation: other)
+                }
+                try meditation.insert(db)
+                guard rename(copy.path, finalPath) == 0 else {
+                    throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
+                }
+                Self.syncFolder(folder)
+            }
+        } catch let dup as DuplicateFound {
+            copy.discard()
+            return .alreadyThere(dup.meditation)
+        } catch {
+            copy.discard()
+            unlink(finalPath)
+            throw CoreError.invalid("\(path): \(error)")
+        }
+        copy.release()
+        return .imported(meditation)
+    }
+
+    struct DuplicateFound: Error { let meditation: Meditation }
+
+    static func openDecoder(_ file: AudioFile, _ container: AudioContainer) throws(AudioError) -> any AudioDecoder {
+        switch container {
+        case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe)
+        case .mp4: return try AACDecoder(file: file)
+        }
+    }
+
+    static func syncFolder(_ folder: String) {
+        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+    }
+
+    static func megabytes(_ bytes: Int64) -> String { "\(max(0, bytes) / 1_000_000) MB" }
+
+    static func clean(_ s: String?) -> String? {
+        guard let s else { return nil }
+        let t = s.trimmingWhitespace()
+        return t.isEmpty ? nil : t
+    }
+
+    /// "03 - Body_Scan.mp3" → "Body Scan": no extension, no leading track number,
+    /// separators to spaces.
+    public static func nameFromFile(_ file: String) -> String {
+        var base = Substring(file)
+        if let dot = base.lastIndex(of: "."), dot != base.startIndex { base = base[..<dot] }
+        var s = String(base)
+        // A leading track number: digits followed by separators ("01 - ", "1. ", "02_").
+        var chars = Substring(s)
+        let digits = chars.prefix { $0.isNumber }
+        if !digits.isEmpty && digits.count <= 3 {
+            let rest = chars.dropFirst(digits.count)
+            if let f = rest.first, " .-_)".contains(f) {
+                chars = rest.drop { " .-_)".contains($0) }
+                s = String(chars)
+            }
+        }
+        s = String(s.map { "_-.".contains($0) ? " " : $0 })
+        let words = s.split(whereSeparator: { $0.isWhitespace })
+        let name = words.joined(separator: " ")
+        return name.isEmpty ? String(base) : name
+    }
+}
+
+/// A copy being made into the store: a temporary file, created exclusively, held with
+/// flock until it is renamed and cataloged (or discarded), hashed while copying and
+/// fsynced. A source that changes size while being copied is refused.
+final class TempCopy: @unchecked Sendable {
+    // @unchecked: used by one import on one thread.
+    let path: String
+    let fd: Int32
+    private(set) var hash = ""
+    private(set) var size: UInt64 = 0
+    private var open_ = true
+
+    init(folder: String, name: String, from source: AudioFile) throws(CoreError) {
+        path = folder + "/" + name
+        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
+        _ = flock(fd, LOCK_EX)
+        do {
+            try copy(from: source)
+        } catch {
+            discard()
+            throw error
+        }
+    }
+
+    private func copy(from source: AudioFile) throws(CoreError) {
+        let hasher = Hasher128()
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: UInt64 = 0
+        while true {
+            let n: Int
+            do {
+                n = try buf.withUnsafeMutableBytes { raw in
+                    Result { () throws(AudioError) -> Int in try source.read(at: offset, into: raw) }
+                }.get()
+            } catch {
+                throw CoreError.invalid(error.description)
+            }
+            if n == 0 { break }
+            var written = 0
+            while written < n {
+                let w = buf.withUnsafeBytes { raw in
+                    Glibc.write(fd, UnsafeRawBufferPointer(rebasing: raw[written..<n]).baseAddress, n - written)
+                }
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    let reason = errno == EFBIG || errno == ENOSPC ? "the disk is full" : String(cString: strerror(errno))
+                    throw CoreError.io(path: source.path, reason: "cannot copy it into the store: \(reason)")
+                }
+                written += w
+            }
+            buf.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += UInt64(n)
+        }
+        var st = stat()
+        if offset != source.size || fstat(source.fd, &st) != 0 || UInt64(st.st_size) != offset {
+            throw CoreError.invalid("\(source.path): the file changed while it was being copied; try again when it is complete")
+        }
+        guard fsync(fd) == 0 else {
+            let reason = errno == ENOSPC || errno == EFBIG ? "the disk is full" : String(cString: strerror(errno))
+            throw CoreError.io(path: source.path, reason: "cannot copy it into the store: \(reason)")
+        }
+        size = offset
+        hash = hasher.finish()
+    }
+
+    /// Removes the temporary file.
+    func discard() {
+        guard open_ else { return }
+        unlink(path)
+        close(fd)
+        open_ = false
+    }
+
+    /// After the rename and the catalog row: drops the lock.
+    func release() {
+        guard open_ else { return }
+        close(fd)
+        open_ = false
+    }
+
+    deinit { discard() }
+}

@@ -1,0 +1,294 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import StillMomentCore
+
+/// Opens the store, printing a one-line error on failure.
+func openStore() throws -> LibraryStore {
+    do { return try LibraryStore() } catch { throw Console.fail(error.description) }
+}
+
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Copy guided meditations (MP3, M4A) into the library.",
+        discussion: "The player only ever reads these copies: moving or deleting the originals breaks nothing."
+    )
+
+    @Argument(help: "The files to import.")
+    var files: [String]
+
+    @Option(help: "The teacher (else the file's artist tag).")
+    var teacher: String?
+
+    @Option(help: "The name (only with one file; else the title tag, else the file name).")
+    var name: String?
+
+    @Flag(help: "Print the imported entries as JSON.")
+    var json = false
+
+    func run() throws {
+        if name != nil && files.count != 1 {
+            throw Console.fail("--name can only be given with one file", code: Exit.usage)
+        }
+        let store = try openStore()
+        let importer = Importer(store: store)
+        var failed = 0
+        var results: [Meditation] = []
+        for file in files {
+            let bar = ProgressBar(label: file, enabled: Console.isTerminal && !json)
+            do {
+                let outcome = try importer.importFile(
+                    file, options: Importer.Options(teacher: teacher, name: name),
+                    progress: { bar.show($0) }, warn: { Console.err("warning: \($0)") })
+                bar.clear()
+                switch outcome {
+                case .imported(let m):
+                    results.append(m)
+                    if !json { Console.out("imported \(file): \(describe(m)) [\(m.id.prefix(8))]") }
+                case .alreadyThere(let m):
+                    results.append(m)
+                    if !json { Console.out("already in the library: \(file) is \(describe(m)) [\(m.id.prefix(8))]") }
+                }
+            } catch {
+                bar.clear()
+                failed += 1
+                Console.err("error: \(error.description)")
+            }
+        }
+        if json { Console.out(jsonArray(results.map { entryJSON($0, store: store) })) }
+        if failed > 0 { throw ExitCode(Exit.failure) }
+    }
+}
+
+func describe(_ m: Meditation) -> String {
+    let who = m.teacher.isEmpty ? "" : "\(m.teacher) – "
+    return "\(who)\(m.name) (\(TimeText.clock(m.durationMilliseconds)))"
+}
+
+/// The JSON object of a meditation (`list --json`, `import --json`, `show --json`).
+func entryJSON(_ m: Meditation, store: LibraryStore) -> [String: JSONValue] {
+    [
+        "id": .string(m.id), "teacher": .string(m.teacher), "name": .string(m.name),
+        "album": m.album.map(JSONValue.string) ?? .null,
+        "duration": .number(m.duration), "bytes": .number(Double(m.size)),
+        "storedPath": .string(store.path(of: m)), "originalName": .string(m.originalName),
+        "trimStart": m.trimStart.map { .number(Double($0) / 1000) } ?? .null,
+        "trimEnd": m.trimEnd.map { .number(Double($0) / 1000) } ?? .null,
+        "startGong": m.startGong.map(JSONValue.string) ?? .null,
+        "endGong": m.endGong.map(JSONValue.string) ?? .null,
+        "loudnessGain": .number((m.loudnessGain * 100).rounded() / 100),
+        "lastPosition": m.lastPosition.map { .number(Double($0) / 1000) } ?? .null,
+        "dateAdded": .string(ISO8601.format(m.dateAdded)),
+    ]
+}
+
+struct ListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the library, grouped by teacher.")
+
+    @Option(help: "Only entries whose teacher, name or album contains TEXT.")
+    var search: String?
+
+    @Option(name: .customLong("max-duration"), help: "Only entries up to this long (e.g. 15m).")
+    var maxDuration: String?
+
+    @Flag(help: "Print a JSON array.")
+    var json = false
+
+    func run() throws {
+        let store = try openStore()
+        var items: [Meditation]
+        do { items = try store.all() } catch { throw Console.fail(error.description) }
+        if let search {
+            let s = search.lowercased()
+            items = items.filter { [$0.teacher, $0.name, $0.album ?? ""].contains { $0.lowercased().contains(s) } }
+        }
+        if let maxDuration {
+            let limit: Int64
+            do { limit = try TimeText.parse(maxDuration) } catch { throw Console.fail("--max-duration: \(error.description)", code: Exit.usage) }
+            items = items.filter { $0.durationMilliseconds <= limit }
+        }
+        items.sort {
+            let a = ($0.teacher.lowercased(), $0.name.lowercased()), b = ($1.teacher.lowercased(), $1.name.lowercased())
+            return a < b
+        }
+        if json {
+            Console.out(jsonArray(items.map { entryJSON($0, store: store) }))
+            return
+        }
+        if items.isEmpty {
+            Console.out("the library is empty (add meditations with `stillmoment import FILE`)")
+            return
+        }
+        var teacher: String?
+        for m in items {
+            if m.teacher.lowercased() != teacher?.lowercased() {
+                teacher = m.teacher
+                Console.out(m.teacher.isEmpty ? "(no teacher)" : m.teacher)
+            }
+            Console.out("  \(m.id.prefix(8))  \(TimeText.clock(m.durationMilliseconds).padded(to: 8)) \(m.name)")
+        }
+    }
+}
+
+struct ShowCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one meditation.")
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let store = try openStore()
+        let m: Meditation
+        do { m = try store.find(id) } catch { throw Console.fail(error.description, code: Exit.usage) }
+        if json {
+            Console.out(jsonObject(entryJSON(m, store: store)))
+            return
+        }
+        let rows: [(String, String)] = [
+            ("id", m.id), ("name", m.name), ("teacher", m.teacher), ("album", m.album ?? "-"),
+            ("duration", TimeText.clock(m.durationMilliseconds)), ("trim", trimText(m)),
+            ("start gong", m.startGong ?? "off"), ("end gong", m.endGong ?? "off"),
+            ("loudness gain", decibels(m.loudnessGain)),
+            ("last position", m.lastPosition.map(TimeText.clock) ?? "-"),
+            ("file", store.path(of: m)), ("size", "\(m.size) bytes"), ("imported from", m.originalName),
+            ("added", ISO8601.format(m.dateAdded)),
+        ]
+        for (k, v) in rows { Console.out("\(k.padded(to: 15))\(v)") }
+    }
+}
+
+func trimText(_ m: Meditation) -> String {
+    if m.trimStart == nil && m.trimEnd == nil { return "none" }
+    return "\(TimeText.clock(m.trimStart ?? 0)) – \(TimeText.clock(m.trimEnd ?? m.durationMilliseconds))"
+}
+
+struct EditCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "edit", abstract: "Change a meditation's details.")
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Option var teacher: String?
+    @Option var name: String?
+    @Option(name: .customLong("trim-start"), help: "Start playing here (e.g. 0:30), or off.") var trimStart: String?
+    @Option(name: .customLong("trim-end"), help: "Stop playing here (e.g. 24:10), or off.") var trimEnd: String?
+    @Option(name: .customLong("start-gong"), help: "A gong before the meditation, or off.") var startGong: String?
+    @Option(name: .customLong("end-gong"), help: "A gong after the meditation, or off.") var endGong: String?
+
+    func run() throws {
+        let store = try openStore()
+        do {
+            var m = try store.find(id)
+            let catalog = try SoundCatalog.withCustomSounds(store: store)
+            if let teacher { m.teacher = teacher.trimmingWhitespace() }
+            if let name {
+                let n = name.trimmingWhitespace()
+                guard !n.isEmpty else { throw CoreError.invalid("--name: the name cannot be empty") }
+                m.name = n
+            }
+            func time(_ text: String, _ option: String) throws -> Int64? {
+                if text.lowercased() == "off" { return nil }
+                do { return try TimeText.parse(text) } catch { throw CoreError.invalid("--\(option): \(error.description)") }
+            }
+            if let trimStart { m.trimStart = try time(trimStart, "trim-start") }
+            if let trimEnd { m.trimEnd = try time(trimEnd, "trim-end") }
+            let start = m.trimStart ?? 0, end = m.trimEnd ?? m.durationMilliseconds
+            guard end <= m.durationMilliseconds else {
+                throw CoreError.invalid("--trim-end: \(TimeText.clock(end)) is past the end (\(TimeText.clock(m.durationMilliseconds)))")
+            }
+            guard start < end else { throw CoreError.invalid("the trim range is empty: \(trimText(m))") }
+            func gong(_ text: String) throws -> String? {
+                text.lowercased() == "off" ? nil : try catalog.gong(text).id
+            }
+            if let startGong { m.startGong = try gong(startGong) }
+            if let endGong { m.endGong = try gong(endGong) }
+            try store.update(m)
+            Console.out("\(describe(m)) [\(m.id.prefix(8))]")
+        } catch let error as CoreError {
+            throw Console.fail(error.description, code: Exit.usage)
+        }
+    }
+}
+
+struct DeleteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "delete", abstract: "Remove a meditation and its stored file.")
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+
+    func run() throws {
+        let store = try openStore()
+        do {
+            let m = try store.find(id)
+            try store.delete(m)
+            Console.out("deleted \(describe(m)); \(megabytes(m.size)) freed")
+        } catch {
+            throw Console.fail(error.description, code: Exit.usage)
+        }
+    }
+}
+
+struct LibraryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "library", abstract: "Space used, and a check of the store.",
+        subcommands: [Usage.self, Verify.self])
+
+    struct Usage: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Space used in total and per teacher, and free space.")
+        func run() throws {
+            let store = try openStore()
+            let items: [Meditation]
+            do { items = try store.all() } catch { throw Console.fail(error.description) }
+            let total = items.reduce(Int64(0)) { $0 + $1.size }
+            Console.out("total        \(mb(total)) in \(items.count) meditation\(items.count == 1 ? "" : "s")")
+            for (teacher, group) in Dictionary(grouping: items, by: { $0.teacher }).sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
+                Console.out("  \((teacher.isEmpty ? "(no teacher)" : teacher).padded(to: 24)) \(mb(group.reduce(0) { $0 + $1.size }))")
+            }
+            Console.out("free         \(mb(store.freeBytes())) (\(store.home))")
+        }
+        func mb(_ b: Int64) -> String { megabytes(b) }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Check every entry's file (exists, size, hash) and find orphans.")
+        @Flag(help: "Remove entries whose file is gone, and delete orphan files.") var repair = false
+        func run() throws {
+            let store = try openStore()
+            do {
+                let problems = try store.verify()
+                if repair {
+                    for line in try store.repair() { Console.out(line) }
+                    let left = try store.verify()
+                    if !left.isEmpty { throw ExitCode(Exit.failure) }
+                    return
+                }
+                for p in problems { Console.out(p.description) }
+                if problems.isEmpty {
+                    Console.out("the library is consistent (\(try store.all().count) entries)")
+                } else {
+                    throw ExitCode(Exit.failure)
+                }
+            } catch let error as CoreError {
+                throw Console.fail(error.description)
+            }
+        }
+    }
+}
+
+/// A one-line progress bar on a terminal (nothing otherwise).
+final class ProgressBar {
+    let label: String
+    let enabled: Bool
+    init(label: String, enabled: Bool) {
+        self.label = label
+        self.enabled = enabled
+    }
+    func show(_ fraction: Double) {
+        guard enabled else { return }
+        let width = 30
+        let filled = Int(fraction * Double(width))
+        var s = "\r\u{1B}[2K\(label.suffix(40)) [" + String(repeating: "#", count: filled)
+            + String(repeating: " ", count: width - filled) + "] \(Int(fraction * 100))%"
+        s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
+    }
+    func clear() {
+        guard enabled else { return }
+        var s = "\r\u{1B}[2K"
+        s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
+    }
+}

@@ -1,0 +1,126 @@
+import ArgumentParser
+import Glibc
+import StillMomentAudio
+import StillMomentCore
+
+struct PlayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "play",
+        abstract: "Play a guided meditation from the library.",
+        discussion: "On a terminal: space pauses or resumes, left/right seek 15 s, q stops. The position is saved when playback stops."
+    )
+
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Option(help: "A countdown before it starts: 15s, or off.") var preparation: String?
+    @Option(help: "Start here, e.g. 3:20.") var from: String?
+    @Flag(help: "Start where playback last stopped.") var resume = false
+    @Option(help: "ALSA device (see `aplay -L`).") var device: String?
+    @Option(help: "Render to this WAV file instead of playing.") var output: String?
+
+    func run() throws {
+        let store = try openStore()
+        let session: GuidedSession
+        do {
+            session = try makeSession(store)
+        } catch {
+            throw Console.fail(error.description, code: error.description.contains("ALSA") ? Exit.device : Exit.usage)
+        }
+        try playGuided(session, rendering: output)
+    }
+
+    func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
+        let m = try store.find(id)
+        var start: Int64 = 0
+        if let from { start = try parse(from, "--from") }
+        if resume, let last = m.lastPosition { start = last - (m.trimStart ?? 0) }
+        let prep = preparation.map { $0.lowercased() == "off" ? "0s" : $0 } ?? "0s"
+        let settings = try Settings.load()
+        let target: SessionOutput = output.map { .file(path: $0) }
+            ?? .device(DeviceConfiguration(name: device ?? settings.value("device")))
+        return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
+                                 output: target, preparation: try parse(prep, "--preparation"), from: start)
+    }
+
+    func parse(_ text: String, _ option: String) throws(CoreError) -> Int64 {
+        do { return try TimeText.parse(text) } catch { throw CoreError.invalid("\(option): \(error.description)") }
+    }
+}
+
+struct PreviewCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "preview", abstract: "Play 10 s from the middle of a meditation.")
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Option(help: "ALSA device (see `aplay -L`).") var device: String?
+    @Option(help: "Render to this WAV file instead of playing.") var output: String?
+
+    func run() throws {
+        let store = try openStore()
+        let session: GuidedSession
+        do {
+            session = try makeSession(store)
+        } catch {
+            throw Console.fail(error.description, code: error.description.contains("ALSA") ? Exit.device : Exit.usage)
+        }
+        try playGuided(session, rendering: output, savePosition: false)
+    }
+
+    func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
+        let m = try store.find(id)
+        let settings = try Settings.load()
+        let target: SessionOutput = output.map { .file(path: $0) }
+            ?? .device(DeviceConfiguration(name: device ?? settings.value("device")))
+        let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
+        let window = min(10_000, trimEnd - trimStart)
+        let middle = (trimEnd - trimStart) / 2 - window / 2
+        return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
+                                 output: target, from: middle, window: window)
+    }
+}
+
+/// Plays a guided session with a progress bar (terminal) or quietly (script).
+func playGuided(_ session: GuidedSession, rendering: String?, savePosition: Bool = true) throws {
+    let signals = StopSignals()
+    let interactive = Console.isTerminal && rendering == nil
+    let view = TerminalView(interactive: interactive)
+    defer { view.restore() }
+    do { try session.start() } catch { throw Console.fail(error.description) }
+    let m = session.meditation
+    let total = m.trimEnd ?? m.durationMilliseconds
+    if !interactive && rendering == nil { Console.out("playing \(describe(m))") }
+    func bar() -> String {
+        let pos = session.filePosition
+        let width = 30
+        let filled = total > 0 ? Int(Double(width) * Double(pos) / Double(total)) : 0
+        let state = session.isPaused ? "⏸" : "▶"
+        return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   [space] pause  [←/→] 15 s  [q] stop"
+    }
+    var stopped = false
+    while true {
+        let s = session.engine.state
+        if s == .finished || s == .stopped || s == .failed { break }
+        if signals.received != nil {
+            stopped = true
+            break
+        }
+        if interactive { view.show(bar()) }
+        switch view.key(timeoutMs: interactive ? 100 : 200) {
+        case .space: if session.isPaused { session.resume() } else { session.pause() }
+        case .left: session.seek(by: -15_000)
+        case .right: session.seek(by: 15_000)
+        case .quit: stopped = true
+        case nil: break
+        }
+        if stopped { break }
+    }
+    if interactive { view.finishLine(bar()) }
+    if stopped { session.stop(fade: rendering == nil ? 1.0 : 0) }
+    let errors = session.engine.errors
+    if savePosition { try? session.savePosition() }
+    session.engine.stop()
+    if !errors.isEmpty {
+        for e in errors { Console.err("error: \(e.description)") }
+        throw ExitCode(Exit.failure)
+    }
+    if !interactive {
+        Console.out(stopped ? "stopped at \(TimeText.clock(session.filePosition))" : (rendering.map { "wrote \($0)" } ?? "completed"))
+    }
+}
