@@ -33,7 +33,7 @@ struct SettingsCommand: ParsableCommand {
         func run() throws {
             do {
                 var settings = try Settings.load()
-                try settings.set(key, value, catalog: try SoundCatalog.bundled())
+                try settings.set(key, value, catalog: try SoundCatalog.withCustomSounds(store: try LibraryStore()))
                 try settings.save()
                 Console.out("\(key) = \(value)")
             } catch {

@@ -4,12 +4,44 @@ import StillMomentCore
 struct SoundsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sounds",
-        abstract: "List the gongs and ambiences (in German when LANG says so)."
+        abstract: "List the gongs and ambiences (in German when LANG says so), or import your own.",
+        subcommands: [List.self, Import.self],
+        defaultSubcommand: List.self
     )
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Copy a gong or an ambience into the store; use it by its new id in `timer`.")
+        @Argument(help: "An MP3 or M4A file.") var file: String
+        @Option(help: "gong or ambience.") var kind: String
+        @Option(help: "Its name; the id is made from it (\"My Bell\" → my-bell).") var name: String
+
+        func run() throws {
+            let store = try openStore()
+            do {
+                guard let k = ["gong": Sound.Kind.gong, "ambience": .ambience][kind.lowercased()] else {
+                    throw CoreError.invalid("--kind: '\(kind)' is not gong or ambience")
+                }
+                let catalog = try SoundCatalog.withCustomSounds(store: store)
+                let sound = try Importer(store: store).importSound(file, kind: k, name: name, catalog: catalog)
+                Console.out("imported \(file) as \(sound.kind) '\(sound.id)' (use --\(k == .ambience ? "ambience" : "gong") \(sound.id))")
+            } catch let error as CoreError {
+                throw Console.fail(error.description, code: Exit.usage)
+            }
+        }
+    }
+}
+
+extension SoundsCommand {
+    struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the sounds.")
 
     func run() throws {
         let catalog: SoundCatalog
-        do { catalog = try SoundCatalog.bundled() } catch { throw Console.fail(error.description) }
+        do {
+            catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
+        } catch {
+            throw Console.fail(error.description)
+        }
         let language = Language.current
         let headings: [(Sound.Kind, String, String)] = [
             (.gong, "Gongs", "Gongs"),
@@ -27,4 +59,5 @@ struct SoundsCommand: ParsableCommand {
             }
         }
     }
+}
 }

@@ -78,7 +78,7 @@ struct TimerCommand: ParsableCommand {
         let catalog: SoundCatalog
         let configuration: TimerConfiguration
         do {
-            catalog = try SoundCatalog.bundled()
+            catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
             configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
         } catch {
             throw Console.fail(error.description, code: Exit.usage)

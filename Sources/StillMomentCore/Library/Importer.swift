@@ -125,6 +125,63 @@ public struct Importer: Sendable {
 
     struct DuplicateFound: Error { let meditation: Meditation }
 
+    /// Imports a gong or an ambience as a custom sound with id `slug(name)`, copied into
+    /// the store the same way; `timer --gong ID` / `--ambience ID` then finds it.
+    public func importSound(_ path: String, kind: Sound.Kind, name: String, catalog: SoundCatalog) throws(CoreError) -> CustomSound {
+        let id = Self.slug(name)
+        guard !id.isEmpty else { throw CoreError.invalid("--name: give the sound a name") }
+        if catalog.sounds.contains(where: { $0.id == id }) {
+            throw CoreError.invalid("a sound '\(id)' exists already; choose another --name")
+        }
+        let source: AudioFile
+        let container: AudioContainer
+        do throws(AudioError) {
+            source = try AudioFile(path: path)
+            container = try AudioContainer.detect(source)
+            let decoder = try Self.openDecoder(source, container)
+            guard (decoder.totalFrames ?? 0) > 0 else { throw AudioError.noAudio(path: path) }
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+        let ext: String
+        if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
+        if Int64(source.size) + reserveBytes > store.freeBytes() {
+            throw CoreError.invalid("\(path): not enough space in \(store.home)")
+        }
+        let fileID = UUID().uuidString.lowercased()
+        let copy = try TempCopy(folder: store.soundsFolder, name: ".import-\(fileID).\(ext)", from: source)
+        let sound = CustomSound(id: id, storedFile: "\(fileID).\(ext)", kind: kind == .ambience ? "ambience" : "gong",
+                                name: name.trimmingWhitespace(), size: Int64(copy.size), contentHash: copy.hash, dateAdded: Date())
+        let finalPath = store.soundsFolder + "/" + sound.storedFile
+        let folder = store.soundsFolder
+        do {
+            try store.write { db in
+                try sound.insert(db)
+                guard rename(copy.path, finalPath) == 0 else {
+                    throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
+                }
+                Self.syncFolder(folder)
+            }
+        } catch {
+            copy.discard()
+            unlink(finalPath)
+            throw CoreError.invalid("\(path): \(error)")
+        }
+        copy.release()
+        return sound
+    }
+
+    /// "My Big Bell" → "my-big-bell"
+    public static func slug(_ name: String) -> String {
+        let lowered = name.trimmingWhitespace().lowercased()
+        var out = ""
+        for ch in lowered {
+            if ch.isLetter || ch.isNumber { out.append(ch) } else if !out.hasSuffix("-") { out.append("-") }
+        }
+        while out.hasSuffix("-") { out.removeLast() }
+        return out
+    }
+
     static func openDecoder(_ file: AudioFile, _ container: AudioContainer) throws(AudioError) -> any AudioDecoder {
         switch container {
         case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe)
