@@ -6,7 +6,7 @@ DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev libebur128-dev libxxhash-dev libsqlite3-dev
-DEB_TEST := $(DEB_BUILD)
+DEB_TEST := $(DEB_BUILD) lame sox python3
 DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time
 
 .PHONY: deps deps-test deps-bench build release run test bench clean
@@ -34,11 +34,13 @@ run: release
 test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	bash Tests/cli/library-faults.sh
 
 bench: deps-bench release
 	@rm -f bench-out/results.txt
 	@bash bench/engine.sh
 	@bash bench/timer.sh
+	@bash bench/import.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
 clean:

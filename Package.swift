@@ -46,7 +46,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "StillMomentBench",
-            dependencies: ["StillMomentAudio"]
+            dependencies: ["StillMomentAudio", "StillMomentCore"]
         ),
         .testTarget(
             name: "StillMomentAudioTests",

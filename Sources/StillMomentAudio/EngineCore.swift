@@ -188,6 +188,7 @@ final class EngineCore: @unchecked Sendable {
     private func haltOutput(request: sm_request, thenAt frame: Int64?) {
         guard let output else { return }
         fadeRequest = nil
+        topUpForRamp()
         let seq = sm_output_post(output, Int32(request.rawValue))
         _ = sm_output_wait(output, seq, 3000)
         let stopped = timeline(forRing: sm_output_stop_index(output))
@@ -262,23 +263,44 @@ final class EngineCore: @unchecked Sendable {
                 let writable = sm_output_wait_writable(output, UInt32(n), 20)
                 if writable < UInt32(n) { continue }
             }
-            mixer.retire(before: position())
-            block.withUnsafeMutableBufferPointer { buf in
-                guard let base = buf.baseAddress else { return }
-                mixer.render(into: base, frames: n, at: t)
-                if let output {
-                    _ = sm_ring_write(sm_output_ring(output), base, UInt32(n))
-                    sm_output_notify(output)
-                } else if let writer {
-                    do throws(AudioError) { try writer.write(base, count: n) } catch {
-                        errors.withLock { $0.append(error) }
-                        setState(.failed)
-                    }
+            renderBlock(frames: n, at: t)
+        }
+    }
+
+    /// Renders `n` frames at timeline frame `t` into the ring or the file.
+    private func renderBlock(frames n: Int, at t: Int64) {
+        mixer.retire(before: position())
+        block.withUnsafeMutableBufferPointer { buf in
+            guard let base = buf.baseAddress else { return }
+            mixer.render(into: base, frames: n, at: t)
+            if let output {
+                _ = sm_ring_write(sm_output_ring(output), base, UInt32(n))
+                sm_output_notify(output)
+            } else if let writer {
+                do throws(AudioError) { try writer.write(base, count: n) } catch {
+                    errors.withLock { $0.append(error) }
+                    setState(.failed)
                 }
             }
-            let sourceErrors = mixer.takeErrors()
-            if !sourceErrors.isEmpty { errors.withLock { $0.append(contentsOf: sourceErrors) } }
-            renderFrame.store(t + Int64(n), ordering: .relaxed)
+        }
+        let sourceErrors = mixer.takeErrors()
+        if !sourceErrors.isEmpty { errors.withLock { $0.append(contentsOf: sourceErrors) } }
+        renderFrame.store(t + Int64(n), ordering: .relaxed)
+    }
+
+    /// Makes sure the ring holds the frames the output thread's 5-ms ramp-out will fade
+    /// (10 ms), so that a pause or seek right after the ring ran low still fades real
+    /// audio rather than stopping short.
+    private func topUpForRamp() {
+        guard let output else { return }
+        let ring = sm_output_ring(output)
+        let needed = UInt32(sampleRate / 100)
+        while sm_ring_readable(ring) < needed, sm_ring_writable(ring) >= UInt32(blockFrames) {
+            let t = renderFrame.load(ordering: .relaxed)
+            var n = blockFrames
+            if let end { n = Int(min(Int64(n), end - t)) }
+            guard n > 0 else { return }
+            renderBlock(frames: n, at: t)
         }
     }
 

@@ -2,6 +2,7 @@
 // (bench/run.sh times it against the reference tools in the same run).
 import Glibc
 import StillMomentAudio
+import StillMomentCore
 
 func fail(_ message: String) -> Never {
     var line = "stillmoment-bench: \(message)\n"
@@ -30,6 +31,19 @@ case "render":
         let state = engine.waitUntilDone()
         engine.stop()
         if state != .finished { fail("render ended \(state): \(engine.errors.map(\.description).joined(separator: "; "))") }
+    } catch {
+        fail(error.description)
+    }
+case "copy":
+    // The import's copy into the store, hashed while copying and fsynced.
+    guard args.count >= 4 else { fail("usage: stillmoment-bench copy FILE FOLDER") }
+    do { print(try Importer.copyAndHash(args[2], into: args[3])) } catch { fail(error.description) }
+case "analyse":
+    // The import's single decode: exact length and EBU R128 loudness with true peak.
+    guard args.count >= 3 else { fail("usage: stillmoment-bench analyse FILE") }
+    do {
+        let a = try Importer.analyse(args[2])
+        print("\(a.frames) frames, \(a.loudness.map { "\($0) LUFS" } ?? "silent"), peak \(a.truePeak) dBTP, gain \(a.gain) dB")
     } catch {
         fail(error.description)
     }

@@ -23,21 +23,22 @@ public final class AudioSessionCoordinator: Sendable {
     public var owner: AudioSource? { state.withLock { $0.owner } }
 
     /// Takes the session for `source`; `onConflict` runs when another source takes it
-    /// away later.
+    /// away later. While an owner's handler runs, it is taken out of the state, so a
+    /// request made from inside a handler is granted at once (not sent back into the same
+    /// handler); the outer request then preempts whoever owns the session by then.
     public func request(_ source: AudioSource, onConflict: @escaping ConflictHandler) {
-        let previous: ConflictHandler? = state.withLock { s in
-            if s.owner == nil || s.owner == source {
-                s.owner = source
-                s.handler = onConflict
-                return nil
+        while true {
+            let pending: ConflictHandler? = state.withLock { s in
+                if s.owner == nil || s.owner == source || s.handler == nil {
+                    s.owner = source
+                    s.handler = onConflict
+                    return nil
+                }
+                defer { s.handler = nil }
+                return s.handler
             }
-            return s.handler
-        }
-        guard let previous else { return }
-        previous(source)                       // outside the lock
-        state.withLock { s in
-            s.owner = source
-            s.handler = onConflict
+            guard let pending else { return }
+            pending(source)                    // outside the lock
         }
     }
 

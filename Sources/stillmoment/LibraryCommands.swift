@@ -5,6 +5,8 @@ import StillMomentCore
 
 /// Opens the store, printing a one-line error on failure.
 func openStore() throws -> LibraryStore {
+    // Past a file-size limit (ulimit -f) a write should fail with EFBIG, not kill us.
+    signal(SIGXFSZ, SIG_IGN)
     do { return try LibraryStore() } catch { throw Console.fail(error.description) }
 }
 

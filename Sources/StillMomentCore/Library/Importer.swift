@@ -94,7 +94,7 @@ public struct Importer: Sendable {
             sampleRate: analysis.sampleRate,
             teacher: Self.clean(options.teacher) ?? Self.clean(tags.artist) ?? "",
             name: Self.clean(options.name) ?? Self.clean(tags.title) ?? Self.nameFromFile(original),
-            album: Self.clean(tags.album), dateAdded: Date(), trimStart: nil, trimEnd: nil,
+            album: Self.clean(tags.album), dateAdded: Self.now(), trimStart: nil, trimEnd: nil,
             startGong: nil, endGong: nil, size: Int64(copy.size), contentHash: hash,
             loudnessGain: analysis.gain, lastPosition: nil)
         let finalPath = store.meditationsFolder + "/" + stored
@@ -125,6 +125,25 @@ public struct Importer: Sendable {
 
     struct DuplicateFound: Error { let meditation: Meditation }
 
+    /// The copy-and-hash step alone (for the benchmark): copies `path` into `folder` as
+    /// the import does and returns the hash; the copy is removed.
+    public static func copyAndHash(_ path: String, into folder: String) throws(CoreError) -> String {
+        let source: AudioFile
+        do { source = try AudioFile(path: path) } catch { throw CoreError.invalid(error.description) }
+        let copy = try TempCopy(folder: folder, name: ".import-bench-\(getpid())", from: source)
+        defer { copy.discard() }
+        return copy.hash
+    }
+
+    /// The analysis step alone (for the benchmark): decode and loudness.
+    public static func analyse(_ path: String) throws(CoreError) -> AudioAnalysis {
+        do {
+            return try AudioAnalysis.run(try StillMomentAudio.openDecoder(path: path))
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+    }
+
     /// Imports a gong or an ambience as a custom sound with id `slug(name)`, copied into
     /// the store the same way; `timer --gong ID` / `--ambience ID` then finds it.
     public func importSound(_ path: String, kind: Sound.Kind, name: String, catalog: SoundCatalog) throws(CoreError) -> CustomSound {
@@ -151,7 +170,7 @@ public struct Importer: Sendable {
         let fileID = UUID().uuidString.lowercased()
         let copy = try TempCopy(folder: store.soundsFolder, name: ".import-\(fileID).\(ext)", from: source)
         let sound = CustomSound(id: id, storedFile: "\(fileID).\(ext)", kind: kind == .ambience ? "ambience" : "gong",
-                                name: name.trimmingWhitespace(), size: Int64(copy.size), contentHash: copy.hash, dateAdded: Date())
+                                name: name.trimmingWhitespace(), size: Int64(copy.size), contentHash: copy.hash, dateAdded: Self.now())
         let finalPath = store.soundsFolder + "/" + sound.storedFile
         let folder = store.soundsFolder
         do {
@@ -187,6 +206,11 @@ public struct Importer: Sendable {
         case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe)
         case .mp4: return try AACDecoder(file: file)
         }
+    }
+
+    /// Now, to the millisecond the catalog keeps (so a returned row equals the stored one).
+    static func now() -> Date {
+        Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded() / 1000)
     }
 
     static func syncFolder(_ folder: String) {
@@ -241,9 +265,20 @@ final class TempCopy: @unchecked Sendable {
 
     init(folder: String, name: String, from source: AudioFile) throws(CoreError) {
         path = folder + "/" + name
-        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
-        _ = flock(fd, LOCK_EX)
+        var fd: Int32 = -1
+        // Another process's cleanup removes unlocked temporary files: between our create
+        // and our lock it may take ours. Locked, we check the file is still there.
+        for _ in 0..<5 {
+            fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
+            _ = flock(fd, LOCK_EX)
+            var st = stat()
+            if fstat(fd, &st) == 0 && st.st_nlink > 0 { break }
+            close(fd)
+            fd = -1
+        }
+        guard fd >= 0 else { throw CoreError.io(path: path, reason: "the store's folder keeps removing the copy") }
+        self.fd = fd
         do {
             try copy(from: source)
         } catch {

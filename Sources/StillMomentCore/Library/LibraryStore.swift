@@ -28,8 +28,14 @@ public final class LibraryStore: Sendable {
         config.busyMode = .timeout(30)
         config.label = "stillmoment"
         do {
-            pool = try DatabasePool(path: databasePath, configuration: config)
-            try Self.withLock(home + "/library.lock") { () throws in try Self.migrator.migrate(pool) }
+            // Under the lock: a new database switches to WAL (which needs it alone, and
+            // SQLite does not wait for that) and migrates, one process at a time.
+            let path = databasePath
+            pool = try Self.withLock(home + "/library.lock") { () throws -> DatabasePool in
+                let pool = try DatabasePool(path: path, configuration: config)
+                try Self.migrator.migrate(pool)
+                return pool
+            }
         } catch let error as CoreError {
             throw error
         } catch {

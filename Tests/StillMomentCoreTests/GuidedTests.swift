@@ -1,0 +1,165 @@
+import Foundation
+import Glibc
+import StillMomentAudio
+import Synchronization
+import Testing
+@testable import StillMomentCore
+
+@Suite("The audio-session coordinator")
+struct CoordinatorTests {
+    @Test("a request from another source runs the owner's handler first; only the owner releases")
+    func grants() {
+        let c = AudioSessionCoordinator()
+        let log = Mutex<[String]>([])
+        c.request(.timer) { by in log.withLock { $0.append("timer stopped by \(by)") } }
+        #expect(c.owner == .timer)
+        #expect(c.release(.guided) == false)
+        #expect(c.owner == .timer)
+        c.request(.guided) { by in log.withLock { $0.append("guided paused by \(by)") } }
+        #expect(c.owner == .guided)
+        c.request(.timer) { _ in }
+        #expect(c.owner == .timer)
+        #expect(log.withLock { $0 } == ["timer stopped by guided", "guided paused by timer"])
+        #expect(c.release(.timer))
+        #expect(c.owner == nil)
+    }
+
+    @Test("a handler that releases or requests again does not deadlock")
+    func reentrant() {
+        let c = AudioSessionCoordinator()
+        let log = Mutex<[String]>([])
+        c.request(.timer) { _ in
+            #expect(c.release(.timer))          // releases from inside its handler
+            log.withLock { $0.append("timer released") }
+        }
+        c.request(.guided) { _ in
+            log.withLock { $0.append("guided handler") }
+            c.request(.preview) { _ in log.withLock { $0.append("preview preempted") } }   // requests from inside
+        }
+        #expect(c.owner == .guided)
+        c.request(.timer) { _ in }
+        // The timer's request ran the guided handler; the preview it granted was
+        // preempted in turn; the timer owns the session.
+        #expect(c.owner == .timer)
+        #expect(log.withLock { $0 } == ["timer released", "guided handler", "preview preempted"])
+    }
+}
+
+@Suite("Guided sessions", .serialized)
+struct GuidedTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let fixtures = root.appendingPathComponent("Tests/Fixtures").path
+    static let sounds = root.appendingPathComponent("Sounds").path
+
+    func decode(_ path: String) throws -> [Float] {
+        let s = try DecodedSource(path: path, engineRate: 44100)
+        var out = [Float](repeating: 0, count: Int(s.passLength) * 2)
+        _ = try out.withUnsafeMutableBufferPointer { try s.read(into: $0.baseAddress!, frames: Int(s.passLength)) }
+        return out
+    }
+
+    func render(_ session: GuidedSession, _ path: String, during: (GuidedSession) -> Void = { _ in }) throws -> [Float] {
+        try session.start()
+        during(session)
+        session.engine.waitUntilDone()
+        session.engine.stop()
+        return try readFloatWAV(path)
+    }
+
+    @Test("start gong, 2.0 s of silence, the voice within its trim range at its gain, the end gong")
+    func sequence() throws {
+        let home = TempFolder()
+        let store = try LibraryStore(home: home.path)
+        guard case .imported(var m) = try Importer(store: store).importFile(Self.fixtures + "/cbr.mp3") else {
+            Issue.record("not imported"); return
+        }
+        m.startGong = "clear-strike"
+        m.endGong = "temple-bell"
+        m.trimStart = 200
+        m.trimEnd = 800
+        try store.update(m)
+        let catalog = try SoundCatalog.load(folder: Self.sounds)
+        let out = home.file("play.wav")
+        let session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: .file(path: out))
+        let samples = try render(session, out)
+        let start = try decode(Self.sounds + "/clear-strike.mp3")
+        let end = try decode(Self.sounds + "/temple-bell.mp3")
+        let voice = try decode(store.path(of: m))
+        let g = Float(pow(10, m.loudnessGain / 20))
+        let gongFrames = start.count / 2
+        #expect(session.voiceStart == Int64(gongFrames + 88200))
+        #expect(samples.count == start.count + 88200 * 2 + 26460 * 2 + end.count)
+        #expect(samples[0..<start.count].elementsEqual(start))
+        #expect(samples[start.count..<(start.count + 176400)].allSatisfy { $0 == 0 })
+        let v0 = start.count + 176400
+        var worst: Float = 0
+        for k in 0..<(26460 * 2) { worst = max(worst, abs(samples[v0 + k] - voice[8820 * 2 + k] * g)) }
+        #expect(worst < 1e-6)
+        #expect(samples[(v0 + 26460 * 2)...].elementsEqual(end))
+    }
+
+    @Test("--from, a seek, and the position saved on stop")
+    func positions() throws {
+        let home = TempFolder()
+        let store = try LibraryStore(home: home.path)
+        guard case .imported(let m) = try Importer(store: store).importFile(Self.fixtures + "/moov-at-end.m4a") else {
+            Issue.record("not imported"); return
+        }
+        let catalog = try SoundCatalog.load(folder: Self.sounds)
+        let out = home.file("from.wav")
+        let session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: .file(path: out), from: 500)
+        #expect(session.fileStart == 500)
+        let samples = try render(session, out)
+        #expect(samples.count / 2 == 44100)    // 1.5 s at 48 kHz from 0.5 s: 1.0 s at 44.1 kHz
+        try session.savePosition()
+        #expect(try store.find(m.id).lastPosition == nil)   // heard to the end
+
+        let device = "file:FILE=\(home.file("dev.wav")),FORMAT=wav"
+        let s2 = try GuidedSession(meditation: m, store: store, catalog: catalog,
+                                   output: .device(DeviceConfiguration(name: device, ringFrames: 4096)))
+        try s2.start()
+        while s2.position < 22050 { usleep(100) }
+        s2.pause()
+        let at = s2.filePosition
+        #expect(at >= 500 && at < 1500)
+        try s2.savePosition()
+        s2.stop(fade: 0.01)
+        #expect(try store.find(m.id).lastPosition == at)
+    }
+
+    @Test("a guided meditation preempts a timer (it stops); a timer pauses a guided meditation, which keeps its place")
+    func preemption() throws {
+        let home = TempFolder()
+        let store = try LibraryStore(home: home.path)
+        guard case .imported(let m) = try Importer(store: store).importFile(Self.fixtures + "/cbr.mp3") else {
+            Issue.record("not imported"); return
+        }
+        let catalog = try SoundCatalog.load(folder: Self.sounds)
+        let coordinator = AudioSessionCoordinator()
+        let config = try TimerConfiguration(settings: Settings(), options: ["duration": "5m"], catalog: catalog)
+        let timer = try TimerSession(configuration: config, catalog: catalog,
+                                     output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)))
+        coordinator.request(.timer) { _ in timer.stop(fade: 0.01) }
+        try timer.start()
+        let guided = try GuidedSession(meditation: m, store: store, catalog: catalog,
+                                       output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)))
+        coordinator.request(.guided) { _ in guided.pause() }
+        #expect(timer.engine.state == .stopped)
+        #expect(coordinator.owner == .guided)
+        try guided.start()
+        while guided.position < 11025 { usleep(100) }
+        let t2 = try TimerSession(configuration: config, catalog: catalog,
+                                  output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)))
+        coordinator.request(.timer) { _ in t2.stop(fade: 0.01) }
+        #expect(guided.isPaused)
+        let kept = guided.position
+        usleep(20_000)
+        #expect(guided.position == kept)
+        #expect(coordinator.owner == .timer)
+        t2.engine.stop()
+        #expect(coordinator.release(.timer))
+        guided.resume()
+        #expect(guided.engine.waitUntilDone(timeout: 10) == .finished)
+        guided.engine.stop()
+    }
+}
