@@ -33,7 +33,7 @@ let package = Package(
         .target(
             name: "StillMomentCore",
             dependencies: [
-                "StillMomentAudio", "CXXHash", "CEbur128", "CMpg123",
+                "StillMomentAudio", "CAudio", "CXXHash", "CEbur128", "CMpg123",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

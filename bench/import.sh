@@ -8,7 +8,8 @@ big="$BENCH_OUT/talk-100mb.mp3"
 if [ ! -f "$big" ]; then
     # About 100 MB: the 30-min programme at 320 kb/s (72 MB) plus half of it again.
     lame --quiet -b 320 "$(long_wav)" "$BENCH_OUT/part.mp3"
-    cat "$BENCH_OUT/part.mp3" "$BENCH_OUT/part.mp3" | head -c 104857600 > "$big"
+    cat "$BENCH_OUT/part.mp3" "$BENCH_OUT/part.mp3" > "$big"
+    truncate -s 100M "$big"
     rm -f "$BENCH_OUT/part.mp3"
 fi
 mkdir -p "$BENCH_OUT/store"

@@ -4,11 +4,12 @@ BENCH_OUT=${BENCH_OUT:-bench-out}
 mkdir -p "$BENCH_OUT"
 RESULTS="$BENCH_OUT/results.txt"
 
-# cpu_seconds CMD...: user+system CPU seconds of one run (children included).
+# cpu_seconds CMD...: user+system CPU seconds of one run (children included), to the
+# millisecond (bash's own `time`, from getrusage).
 cpu_seconds() {
-    local tmp=$BENCH_OUT/.time
-    /usr/bin/time -f "%U %S %M" -o "$tmp" "$@" >/dev/null 2>&1 || { echo "bench: failed: $*" >&2; return 1; }
-    awk '{ printf "%.3f\n", $1 + $2 }' "$tmp"
+    local TIMEFORMAT='%3U %3S' t
+    t=$( { time "$@" >/dev/null 2>&1; } 2>&1 ) || { echo "bench: failed: $*" >&2; return 1; }
+    echo "$t" | awk '{ printf "%.3f\n", $1 + $2 }'
 }
 
 # best_cpu N CMD...: the smallest CPU time of N runs (the least disturbed one).

@@ -150,6 +150,8 @@ uint32_t sm_output_wait_writable(sm_output *out, uint32_t frames, int timeout_ms
 /* Starts writeback of a written file range without waiting (sync_file_range), so a
  * long file's final fsync has only the tail to wait for. Returns 0 or -errno. */
 int sm_file_start_writeback(int fd, int64_t offset, int64_t length);
+/* O_DIRECT on this platform (its value differs between architectures). */
+int sm_file_direct_flag(void);
 
 /* Float to integer conversion as used by the output thread (exposed for tests). */
 void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dither_state);

@@ -18,8 +18,9 @@ public struct AudioAnalysis: Sendable, Equatable {
     /// Decodes all of `decoder`, calling `progress` with the fraction done now and then.
     public static func run(_ decoder: any AudioDecoder, progress: (Double) -> Void = { _ in }) throws(AudioError) -> AudioAnalysis {
         let fmt = decoder.format
-        guard let meter = ebur128_init(UInt32(fmt.channels), UInt(fmt.sampleRate),
-                                       Int32(EBUR128_MODE_I.rawValue | EBUR128_MODE_TRUE_PEAK.rawValue)) else {
+        // Integrated loudness from libebur128; the true peak from our own meter, which
+        // oversamples only the blocks that can hold it.
+        guard let meter = ebur128_init(UInt32(fmt.channels), UInt(fmt.sampleRate), Int32(EBUR128_MODE_I.rawValue)) else {
             throw AudioError.invalidArgument("cannot measure loudness at \(fmt)")
         }
         var state: UnsafeMutablePointer<ebur128_state>? = meter
@@ -29,11 +30,15 @@ public struct AudioAnalysis: Sendable, Equatable {
         var frames: Int64 = 0
         let expected = decoder.totalFrames ?? 0
         var lastReport: Int64 = 0
+        var truePeak = TruePeakMeter(channels: fmt.channels)
         while true {
             let n = try buffer.withStorage { (buf) throws(AudioError) -> Int in
                 guard let base = buf.baseAddress else { return 0 }
                 let n = try decoder.read(into: base, frames: chunk)
-                if n > 0 { ebur128_add_frames_float(meter, base, n) }
+                if n > 0 {
+                    ebur128_add_frames_float(meter, base, n)
+                    truePeak.add(base, frames: n)
+                }
                 return n
             }
             if n == 0 { break }
@@ -45,11 +50,7 @@ public struct AudioAnalysis: Sendable, Equatable {
         }
         var lufs = 0.0
         let loudness: Double? = ebur128_loudness_global(meter, &lufs) == 0 && lufs.isFinite ? lufs : nil
-        var peak = 0.0
-        for c in 0..<fmt.channels {
-            var p = 0.0
-            if ebur128_true_peak(meter, UInt32(c), &p) == 0 { peak = max(peak, p) }
-        }
+        let peak = Double(truePeak.peak)
         let peakDB = peak > 0 ? 20 * log10(peak) : -.infinity
         var gain = loudness.map { targetLoudness - $0 } ?? 0
         if peakDB.isFinite { gain = min(gain, peakCeiling - peakDB) }

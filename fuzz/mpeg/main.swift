@@ -1,0 +1,63 @@
+// libFuzzer harness for MPEG audio recognition (Sources/StillMomentAudio/MPEGAudio.swift):
+// frame-header parsing, ID3v2 skipping and the Xing/Info + LAME tag. Built by fuzz/run.sh
+// together with the real MPEGAudio.swift, AudioFile.swift, AudioError.swift and
+// Buffers.swift (one module, nothing added to Sources/).
+//
+// The input goes into a memfd (an anonymous in-memory regular file) that is reached
+// through /proc/self/fd/N, so MPEGProbe.probe runs on a real AudioFile with pread, with
+// no disk I/O and nothing left behind.
+
+import Glibc
+
+@inline(never)
+func consume<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
+private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
+
+/// One memfd for the whole run, rewritten for each input.
+private let memfd: Int32 = {
+    // memfd_create is not exported by the Glibc Swift module; look it up at run time.
+    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else {
+        fatalError("memfd_create not available")
+    }
+    let fd = unsafeBitCast(sym, to: MemfdCreate.self)("stillmoment-fuzz-mpeg", 1 /* MFD_CLOEXEC */)
+    guard fd >= 0 else { fatalError("memfd_create failed: errno \(errno)") }
+    return fd
+}()
+private let memfdPath = "/proc/self/fd/\(memfd)"
+
+private func store(_ data: UnsafePointer<UInt8>?, _ size: Int) {
+    guard ftruncate(memfd, 0) == 0 else { fatalError("ftruncate failed: errno \(errno)") }
+    var done = 0
+    while done < size, let data {
+        let n = pwrite(memfd, data + done, size - done, off_t(done))
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { fatalError("pwrite failed: errno \(errno)") }
+        done += n
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    // 1. Pure parsers straight on the bytes.
+    if let data, size >= 4 {
+        if let h = MPEGFrameHeader(data[0], data[1], data[2], data[3]) {
+            consume((h.frameLength, h.samplesPerFrame, h.xingOffset, h.bitrate, h.sampleRate))
+        }
+        consume(MPEGProbe.id3v2Length(Array(UnsafeBufferPointer(start: data, count: min(size, 10)))))
+    }
+    // 2. The real probe on a real file.
+    store(data, size)
+    do {
+        let file = try AudioFile(path: memfdPath)
+        if let p = try MPEGProbe.probe(file) {
+            consume((p.firstFrameOffset, p.header, p.declaredFrames, p.declaredBytes,
+                     p.encoderDelay, p.encoderPadding, p.header.frameLength))
+        }
+    } catch {
+        consume(error.description)
+    }
+    return 0
+}
