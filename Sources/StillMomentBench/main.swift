@@ -47,6 +47,40 @@ case "analyse":
     } catch {
         fail(error.description)
     }
+case "play":
+    // Plays FILE on DEVICE in real time for SECONDS (0: the whole file) and reports the
+    // output thread's counts and the audio clock against CLOCK_MONOTONIC.
+    guard args.count >= 4 else { fail("usage: stillmoment-bench play FILE DEVICE [SECONDS] [loop]") }
+    do {
+        let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: args[3])))
+        let loop = args.count > 5 && args[5] == "loop"
+        let source = try DecodedSource(path: args[2], engineRate: engine.sampleRate, loop: loop)
+        let seconds = args.count > 4 ? Double(args[4]) ?? 0 : 0
+        let end = seconds > 0 ? Int64(seconds * Double(engine.sampleRate)) : (source.length ?? 0)
+        engine.add(Voice(id: 1, source: source, start: 0))
+        try engine.start(end: end)
+        // The clock: wait until sound is heard, then compare position and wall time.
+        // Measured from 5 s in: the sound server settles its latency first.
+        var t0 = timespec(), t1 = timespec()
+        let settle = Int64(5 * engine.sampleRate)
+        while engine.position < settle && (engine.state == .running || engine.state == .idle) { usleep(1000) }
+        clock_gettime(CLOCK_MONOTONIC, &t0)
+        let p0 = engine.position
+        var p1 = p0
+        while engine.state == .running || engine.state == .idle {
+            usleep(200_000)
+            let p = engine.position
+            if p < end { p1 = p; clock_gettime(CLOCK_MONOTONIC, &t1) }
+        }
+        let wall = Double(t1.tv_sec - t0.tv_sec) + Double(t1.tv_nsec - t0.tv_nsec) / 1e9
+        let audio = Double(p1 - p0) / Double(engine.sampleRate)
+        let stats = engine.statistics
+        print("clock: audio \(audio) s, wall \(wall) s, drift \((audio - wall) * 1000) ms")
+        print("xruns: \(stats?.xruns ?? -1), silence events: \(stats?.silenceEvents ?? -1), realtime: \(stats?.realtime.map { $0 ? "SCHED_FIFO" : "normal priority (\(stats?.realtimeRefusal ?? "?"))" } ?? "?")")
+        engine.stop()
+    } catch {
+        fail(error.description)
+    }
 default:
     fail("unknown command \(args[1])")
 }
