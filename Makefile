@@ -7,9 +7,10 @@ DESTDIR ?=
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev libebur128-dev libxxhash-dev libsqlite3-dev
 DEB_TEST := $(DEB_BUILD) lame sox python3
-DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time
+DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng
+FUZZ_SECONDS ?= 60
 
-.PHONY: deps deps-test deps-bench build release run test bench clean
+.PHONY: deps deps-test deps-bench build release run test bench fuzz clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -41,7 +42,12 @@ bench: deps-bench release
 	@bash bench/engine.sh
 	@bash bench/timer.sh
 	@bash bench/import.sh
+	@bash bench/paced.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
+
+# libFuzzer on the MP4 demuxer and the MPEG header/tag readers, FUZZ_SECONDS each.
+fuzz: deps
+	bash fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf .build bench-out

@@ -37,6 +37,10 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        .target(
+            name: "StillMomentControl",
+            dependencies: ["StillMomentCore"]
+        ),
         .executableTarget(
             name: "stillmoment",
             dependencies: [
@@ -51,6 +55,10 @@ let package = Package(
         .testTarget(
             name: "StillMomentAudioTests",
             dependencies: ["StillMomentAudio", "CAudio"]
+        ),
+        .testTarget(
+            name: "StillMomentControlTests",
+            dependencies: ["StillMomentControl"]
         ),
         .testTarget(
             name: "StillMomentCoreTests",

@@ -63,7 +63,7 @@ case "play":
         // Measured from 5 s in: the sound server settles its latency first.
         var t0 = timespec(), t1 = timespec()
         let settle = Int64(5 * engine.sampleRate)
-        while engine.position < settle && (engine.state == .running || engine.state == .idle) { usleep(1000) }
+        while engine.position < settle && (engine.state == .running || engine.state == .idle) { usleep(50_000) }
         clock_gettime(CLOCK_MONOTONIC, &t0)
         let p0 = engine.position
         var p1 = p0

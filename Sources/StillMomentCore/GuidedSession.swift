@@ -21,15 +21,7 @@ public final class GuidedSession: Sendable {
                 preparation: Int64 = 0, from: Int64 = 0, window: Int64? = nil, sampleRate: Int = 44100) throws(CoreError) {
         meditation = m
         self.store = store
-        let engine: AudioEngine
-        do {
-            switch output {
-            case .device(let d): engine = try AudioEngine(sampleRate: sampleRate, sink: .device(d))
-            case .file(let p): engine = try AudioEngine(sampleRate: sampleRate, sink: .file(path: p, format: .float32))
-            }
-        } catch {
-            throw CoreError.invalid(error.description)
-        }
+        let engine = try output.makeEngine(sampleRate: sampleRate)
         self.engine = engine
         let rate = Int64(engine.sampleRate)
         func frames(_ ms: Int64) -> Int64 { ms * rate / 1000 }

@@ -4,6 +4,18 @@ import StillMomentAudio
 public enum SessionOutput: Sendable {
     case device(DeviceConfiguration)
     case file(path: String)
+
+    /// Opens the engine on this output (a file is written as 32-bit float WAV).
+    func makeEngine(sampleRate: Int) throws(CoreError) -> AudioEngine {
+        do {
+            switch self {
+            case .device(let device): return try AudioEngine(sampleRate: sampleRate, sink: .device(device))
+            case .file(let path): return try AudioEngine(sampleRate: sampleRate, sink: .file(path: path, format: .float32))
+            }
+        } catch {
+            throw CoreError.invalid(error.description)
+        }
+    }
 }
 
 /// A timer session on the engine: the plan put on the score, and its controls.
@@ -17,15 +29,7 @@ public final class TimerSession: Sendable {
     public init(configuration: TimerConfiguration, catalog: SoundCatalog, output: SessionOutput,
                 sampleRate: Int = 44100) throws(CoreError) {
         self.configuration = configuration
-        let engine: AudioEngine
-        do {
-            switch output {
-            case .device(let device): engine = try AudioEngine(sampleRate: sampleRate, sink: .device(device))
-            case .file(let path): engine = try AudioEngine(sampleRate: sampleRate, sink: .file(path: path, format: .float32))
-            }
-        } catch {
-            throw CoreError.invalid(error.description)
-        }
+        let engine = try output.makeEngine(sampleRate: sampleRate)
         self.engine = engine
         let rate = engine.sampleRate
         // Open each sound once now: a missing or damaged file is an error before we start,

@@ -34,11 +34,9 @@ struct PlayCommand: ParsableCommand {
         if let from { start = try parse(from, "--from") }
         if resume, let last = m.lastPosition { start = last - (m.trimStart ?? 0) }
         let prep = preparation.map { $0.lowercased() == "off" ? "0s" : $0 } ?? "0s"
-        let settings = try Settings.load()
-        let target: SessionOutput = output.map { .file(path: $0) }
-            ?? .device(DeviceConfiguration(name: device ?? settings.value("device")))
         return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
-                                 output: target, preparation: try parse(prep, "--preparation"), from: start)
+                                 output: try sessionOutput(file: output, device: device),
+                                 preparation: try parse(prep, "--preparation"), from: start)
     }
 
     func parse(_ text: String, _ option: String) throws(CoreError) -> Int64 {
@@ -65,15 +63,19 @@ struct PreviewCommand: ParsableCommand {
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
         let m = try store.find(id)
-        let settings = try Settings.load()
-        let target: SessionOutput = output.map { .file(path: $0) }
-            ?? .device(DeviceConfiguration(name: device ?? settings.value("device")))
         let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
         let window = min(10_000, trimEnd - trimStart)
         let middle = (trimEnd - trimStart) / 2 - window / 2
         return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
-                                 output: target, from: middle, window: window)
+                                 output: try sessionOutput(file: output, device: device), from: middle, window: window)
     }
+}
+
+/// A file to render to, else the device given, else the one in the settings.
+func sessionOutput(file: String?, device: String?) throws(CoreError) -> SessionOutput {
+    if let file { return .file(path: file) }
+    if let device { return .device(DeviceConfiguration(name: device)) }
+    return .device(DeviceConfiguration(name: try Settings.load().value("device")))
 }
 
 /// Plays a guided session with a progress bar (terminal) or quietly (script).

@@ -1,0 +1,141 @@
+import FoundationEssentials
+
+/// The control protocol: newline-delimited JSON over a Unix socket.
+///
+/// ```
+/// → {"hello":{"version":1,"client":"stillmoment"}}
+/// ← {"hello":{"version":1,"daemon":"stillmoment","pid":4242}}
+/// → {"id":1,"command":"status"}
+/// ← {"id":1,"result":{"state":"running",...}}
+/// → {"id":2,"command":"seek","args":{"by":15}}
+/// ← {"id":2,"error":{"code":"no-session","message":"nothing is playing"}}
+/// ← {"event":"progress","data":{...}}          (to clients that subscribed)
+/// ```
+/// A line may be at most 64 KiB; the first message must be the hello.
+public enum ControlProtocol {
+    public static let version = 1
+    public static let maxMessageBytes = 64 * 1024
+}
+
+/// Why a message was refused; `code` is stable for scripts, `message` is for people.
+public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable, CaseIterable {
+        case tooLong = "message-too-long"
+        case malformed = "malformed-json"
+        case notHello = "hello-expected"
+        case badVersion = "unsupported-version"
+        case badRequest = "bad-request"
+        case unknownCommand = "unknown-command"
+        case badArguments = "bad-arguments"
+    }
+    public let code: Code
+    public let message: String
+    /// The request's id, when it could be read (so the answer can carry it).
+    public let id: Int?
+
+    public init(_ code: Code, _ message: String, id: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.id = id
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    /// The error answer to send back.
+    public var answer: JSON {
+        var o: [String: JSON] = ["error": .object(["code": .string(code.rawValue), "message": .string(message)])]
+        if let id { o["id"] = .number(Double(id)) }
+        return .object(o)
+    }
+}
+
+/// The commands a client may send.
+public enum ControlCommand: String, Sendable, CaseIterable {
+    case status, pause, resume, stop, seek, subscribe, unsubscribe, timer, play
+}
+
+/// A decoded message from a client.
+public enum ClientMessage: Sendable, Equatable {
+    case hello(version: Int, client: String)
+    case request(id: Int, command: ControlCommand, args: [String: JSON])
+
+    /// Decodes one line (without its newline). `helloDone` says whether the hello came.
+    public static func decode(_ line: some Collection<UInt8>, helloDone: Bool) throws(ProtocolError) -> ClientMessage {
+        guard line.count <= ControlProtocol.maxMessageBytes else {
+            throw ProtocolError(.tooLong, "a message is limited to \(ControlProtocol.maxMessageBytes) bytes")
+        }
+        let value: JSON
+        do {
+            value = try JSONDecoder().decode(JSON.self, from: Data(line))
+        } catch {
+            throw ProtocolError(.malformed, "not a JSON object on one line")
+        }
+        guard case .object(let o) = value else { throw ProtocolError(.malformed, "a message is a JSON object") }
+        if let hello = o["hello"] {
+            guard case .object(let h) = hello, let v = h["version"]?.number else {
+                throw ProtocolError(.badRequest, "hello needs a version")
+            }
+            guard Int(v) == ControlProtocol.version else {
+                throw ProtocolError(.badVersion, "this daemon speaks version \(ControlProtocol.version), not \(v)")
+            }
+            return .hello(version: Int(v), client: h["client"]?.string ?? "")
+        }
+        guard helloDone else { throw ProtocolError(.notHello, "say hello first: {\"hello\":{\"version\":1}}") }
+        guard let idValue = o["id"]?.number, idValue == idValue.rounded(), abs(idValue) < 1e15 else {
+            throw ProtocolError(.badRequest, "a request needs an integer id")
+        }
+        let id = Int(idValue)
+        guard let name = o["command"]?.string else { throw ProtocolError(.badRequest, "a request needs a command", id: id) }
+        guard let command = ControlCommand(rawValue: name) else {
+            let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ProtocolError(.unknownCommand, "unknown command '\(name.prefix(64))'; the commands are: \(known)", id: id)
+        }
+        var args: [String: JSON] = [:]
+        switch o["args"] {
+        case nil, .null?: break
+        case .object(let a)?: args = a
+        default: throw ProtocolError(.badArguments, "args must be an object", id: id)
+        }
+        return .request(id: id, command: command, args: args)
+    }
+}
+
+/// Splits a byte stream into lines, refusing any longer than the limit (without
+/// buffering more than the limit for it).
+public struct LineFramer: Sendable {
+    private var buffer: [UInt8] = []
+    private var discarding = false
+    public let limit: Int
+
+    public init(limit: Int = ControlProtocol.maxMessageBytes) { self.limit = limit }
+
+    public enum Item: Equatable, Sendable {
+        case line([UInt8])
+        case tooLong
+    }
+
+    /// Adds bytes read from the socket; returns the complete items.
+    public mutating func feed(_ bytes: some Collection<UInt8>) -> [Item] {
+        var items: [Item] = []
+        for b in bytes {
+            if b == 0x0A {
+                if discarding {
+                    discarding = false
+                } else {
+                    if buffer.last == 0x0D { buffer.removeLast() }
+                    items.append(.line(buffer))
+                }
+                buffer.removeAll(keepingCapacity: true)
+                continue
+            }
+            if discarding { continue }
+            buffer.append(b)
+            if buffer.count > limit {
+                items.append(.tooLong)
+                buffer.removeAll()
+                discarding = true
+            }
+        }
+        return items
+    }
+}

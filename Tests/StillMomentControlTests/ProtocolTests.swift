@@ -1,0 +1,55 @@
+import Testing
+@testable import StillMomentControl
+
+@Suite("Control protocol")
+struct ProtocolTests {
+    func decode(_ s: String, hello: Bool = true) throws(ProtocolError) -> ClientMessage {
+        try ClientMessage.decode(Array(s.utf8), helloDone: hello)
+    }
+
+    @Test("hello, then requests with ids and arguments")
+    func good() throws {
+        #expect(try decode(#"{"hello":{"version":1,"client":"x"}}"#, hello: false) == .hello(version: 1, client: "x"))
+        #expect(try decode(#"{"id":7,"command":"status"}"#) == .request(id: 7, command: .status, args: [:]))
+        #expect(try decode(#"{"id":8,"command":"seek","args":{"by":-15}}"#) == .request(id: 8, command: .seek, args: ["by": .number(-15)]))
+    }
+
+    @Test("every bad message has a typed error (and the id when there is one)",
+          arguments: [
+            (#"{"id":1,"command":"status"}"#, false, ProtocolError.Code.notHello, nil as Int?),
+            (#"{"hello":{"version":2}}"#, false, .badVersion, nil),
+            (#"{"hello":{}}"#, false, .badRequest, nil),
+            ("not json", true, .malformed, nil),
+            (#"{"id":1,"command":"status""#, true, .malformed, nil),
+            ("[1,2]", true, .malformed, nil),
+            (#"{"command":"status"}"#, true, .badRequest, nil),
+            (#"{"id":1.5,"command":"status"}"#, true, .badRequest, nil),
+            (#"{"id":3}"#, true, .badRequest, 3),
+            (#"{"id":4,"command":"dance"}"#, true, .unknownCommand, 4),
+            (#"{"id":5,"command":"seek","args":[1]}"#, true, .badArguments, 5),
+          ])
+    func bad(_ text: String, _ hello: Bool, _ code: ProtocolError.Code, _ id: Int?) {
+        do {
+            _ = try decode(text, hello: hello)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.code == code, "\(text): \(error)")
+            #expect(error.id == id)
+            #expect(error.answer["error"]?["code"]?.string == code.rawValue)
+        }
+    }
+
+    @Test("lines are split, and one over 64 KiB is refused without being kept")
+    func framing() throws {
+        var f = LineFramer()
+        #expect(f.feed(Array("a\nb".utf8)) == [.line(Array("a".utf8))])
+        #expect(f.feed(Array("c\r\n".utf8)) == [.line(Array("bc".utf8))])
+        let big = [UInt8](repeating: 0x41, count: 70_000) + [0x0A] + Array("ok\n".utf8)
+        #expect(f.feed(big) == [.tooLong, .line(Array("ok".utf8))])
+        // Fed a byte at a time, the same.
+        var g = LineFramer(limit: 4)
+        var items: [LineFramer.Item] = []
+        for b in Array("12345\nab\n".utf8) { items += g.feed([b]) }
+        #expect(items == [.tooLong, .line(Array("ab".utf8))])
+    }
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# fuzz/run.sh [SECONDS] — build the libFuzzer harnesses with swiftc (no package build) and
+# run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
+# Crash/timeout/OOM inputs go to fuzz/crashes/<target>/; exits non-zero if any target fails.
+set -u -o pipefail
+
+duration=${1:-60}
+case $duration in ''|*[!0-9]*|0) echo "usage: fuzz/run.sh [SECONDS]  (a positive integer)" >&2; exit 2 ;; esac
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+src=Sources/StillMomentAudio
+out=.build-fuzz
+mkdir -p "$out"
+
+# Everything this script starts in the background is recorded here and stopped on exit.
+child=""
+work=""
+cleanup() {
+    if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+        kill "$child" 2>/dev/null
+        wait "$child" 2>/dev/null
+    fi
+    [ -n "$work" ] && rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# -g so that a crash's stack trace names the source line; lld avoids gold's noise about
+# ASan's local symbols.
+swiftflags=(-sanitize=fuzzer,address -parse-as-library -O -g -use-ld=lld)
+
+build() {  # build TARGET SOURCES...
+    local target=$1; shift
+    echo "build fuzz-$target"
+    if ! swiftc "${swiftflags[@]}" -module-name "Fuzz_$target" "$@" -o "$out/fuzz-$target" \
+            >"$out/build-$target.log" 2>&1; then
+        cat "$out/build-$target.log" >&2
+        echo "fuzz $target: BUILD FAILED" >&2
+        exit 2
+    fi
+}
+
+build mp4  "$src/MP4Demuxer.swift" fuzz/mp4/main.swift
+build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
+           fuzz/mpeg/main.swift
+
+# Let libFuzzer/ASan handle a Swift trap (writing the input) instead of the Swift runtime's
+# backtracer, which would be spawned as an extra process.
+export SWIFT_BACKTRACE=enable=no
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:symbolize=1}
+
+work=$(mktemp -d "$root/$out/run.XXXXXX")
+failed=0
+for target in mp4 mpeg; do
+    corpus="$work/corpus-$target"
+    cp -R "fuzz/corpus/$target" "$corpus"      # a copy: the committed seeds stay as they are
+    crashes="fuzz/crashes/$target"
+    mkdir -p "$crashes"
+    log="$out/fuzz-$target.log"
+    "$out/fuzz-$target" -max_total_time="$duration" -timeout=5 -rss_limit_mb=1024 \
+        -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1 &
+    child=$!
+    wait "$child"
+    status=$?
+    child=""
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    artifact=$(sed -n 's/.*Test unit written to //p' "$log" | tail -1)
+    if [ "$status" -eq 0 ] && [ -z "$artifact" ]; then
+        echo "fuzz $target: ${runs:-?} runs, no crash"
+    else
+        failed=1
+        # The Swift trap's reason if there is one ("Swift runtime failure: ..."), else the sanitizer's.
+        what=$(grep -m1 -oE 'Swift runtime failure: [^/]*' "$log" | sed 's/ *$//')
+        [ -n "$what" ] || what=$(grep -m1 -E 'ERROR: (libFuzzer|AddressSanitizer)|Fatal error' "$log" | sed 's/^==[0-9]*== *//')
+        # The first stack frame with a real Swift source line: file:line:col (function).
+        frame=$(grep -m1 -E '^ +#[0-9]+ .* /[^ ]+\.swift:[0-9]+' "$log")
+        where=$(printf '%s' "$frame" | grep -oE '/[^ ]+\.swift:[0-9]+(:[0-9]+)?' | sed "s#^$root/##")
+        fn=$(printf '%s' "$frame" | sed -nE 's/^ +#[0-9]+ 0x[0-9a-f]+ in ([^ ]+) .*/\1/p')
+        if [ -n "$fn" ] && command -v swift-demangle >/dev/null; then
+            fn=$(swift-demangle --simplified --compact "$fn" 2>/dev/null || printf '%s' "$fn")
+        fi
+        echo "fuzz $target: CRASH (exit $status) ${what:-?} at ${where:-?} ${fn:+in $fn }| input: ${artifact:-none} | log: $log"
+    fi
+done
+exit "$failed"
