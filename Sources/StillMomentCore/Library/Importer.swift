@@ -100,31 +100,32 @@ public struct Importer: Sendable {
             loudnessGain: analysis.gain, lastPosition: nil)
         let finalPath = store.meditationsFolder + "/" + stored
         let folder = store.meditationsFolder
+        let landedMeanwhile: Meditation?
         do {
-            try store.write { db in
+            landedMeanwhile = try store.write { db in
                 // A second import of the same content may have landed meanwhile.
                 if let other = try Meditation.filter(sql: "contentHash = ?", arguments: [hash]).fetchOne(db) {
-                    throw DuplicateFound(meditation: other)
+                    return other
                 }
                 try meditation.insert(db)
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
                 }
                 Self.syncFolder(folder)
+                return nil
             }
-        } catch let dup as DuplicateFound {
-            copy.discard()
-            return .alreadyThere(dup.meditation)
         } catch {
             copy.discard()
             unlink(finalPath)
             throw CoreError.invalid("\(path): \(error)")
         }
+        if let landedMeanwhile {
+            copy.discard()
+            return .alreadyThere(landedMeanwhile)
+        }
         copy.release()
         return .imported(meditation)
     }
-
-    struct DuplicateFound: Error { let meditation: Meditation }
 
     /// The copy-and-hash step alone (for the benchmark): copies `path` into `folder` as
     /// the import does and returns the hash; the copy is removed.
