@@ -45,7 +45,8 @@ bench: deps-bench release
 	@bash bench/paced.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
-# libFuzzer on the MP4 demuxer and the MPEG header/tag readers, FUZZ_SECONDS each.
+# libFuzzer on the MP4 demuxer, the MPEG header/tag readers and the control-protocol
+# decoder, FUZZ_SECONDS each.
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 

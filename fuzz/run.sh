@@ -43,6 +43,7 @@ build() {  # build TARGET SOURCES...
 }
 
 build mp4  "$src/MP4Demuxer.swift" fuzz/mp4/main.swift
+build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/Protocol.swift fuzz/control/main.swift
 build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
            fuzz/mpeg/main.swift
 
@@ -53,7 +54,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:symbolize=1}
 
 work=$(mktemp -d "$root/$out/run.XXXXXX")
 failed=0
-for target in mp4 mpeg; do
+for target in mp4 mpeg control; do
     corpus="$work/corpus-$target"
     cp -R "fuzz/corpus/$target" "$corpus"      # a copy: the committed seeds stay as they are
     crashes="fuzz/crashes/$target"
