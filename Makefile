@@ -43,6 +43,7 @@ bench: deps-bench release
 	@bash bench/timer.sh
 	@bash bench/import.sh
 	@bash bench/paced.sh
+	@bash bench/memory.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
 # libFuzzer on the MP4 demuxer, the MPEG header/tag readers and the control-protocol
