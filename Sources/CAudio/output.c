@@ -88,6 +88,8 @@ struct sm_output {
     _Atomic int consumer_waiting;
     _Atomic uint32_t space_counter;    /* consumer -> producer */
     _Atomic int producer_waiting;
+    _Atomic int producer_poked;        /* a command woke the producer */
+    _Atomic uint32_t producer_want;    /* frames of space the producer waits for */
 
     /* Published state. */
     _Atomic uint64_t played_index;
@@ -434,7 +436,9 @@ static uint32_t fetch(sm_output *o, uint32_t n) {
             o->hist_valid += r;
             if (o->hist_valid > o->hist_cap) o->hist_valid = o->hist_cap;
             atomic_fetch_add_explicit(&o->space_counter, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(&o->producer_waiting, memory_order_seq_cst)) futex_wake(&o->space_counter);
+            if (atomic_load_explicit(&o->producer_waiting, memory_order_seq_cst) &&
+                sm_ring_writable(o->ring) >= atomic_load_explicit(&o->producer_want, memory_order_relaxed))
+                futex_wake(&o->space_counter);
         }
     }
     return got;
@@ -829,13 +833,29 @@ void sm_output_notify(sm_output *o) {
     if (atomic_load_explicit(&o->consumer_waiting, memory_order_seq_cst)) futex_wake(&o->data_counter);
 }
 
+void sm_output_wake_producer(sm_output *o) {
+    atomic_store_explicit(&o->producer_poked, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&o->space_counter, 1, memory_order_seq_cst);
+    futex_wake(&o->space_counter);
+}
+
 uint32_t sm_output_wait_writable(sm_output *o, uint32_t frames, int timeout_ms) {
     uint32_t w = sm_ring_writable(o->ring);
     if (w >= frames || timeout_ms == 0) return w;
-    uint32_t c = atomic_load_explicit(&o->space_counter, memory_order_seq_cst);
-    atomic_store_explicit(&o->producer_waiting, 1, memory_order_seq_cst);
-    w = sm_ring_writable(o->ring);
-    if (w < frames) futex_wait(&o->space_counter, c, timeout_ms);
+    int64_t deadline = now_ms() + timeout_ms;
+    atomic_store_explicit(&o->producer_want, frames, memory_order_relaxed);
+    for (;;) {
+        uint32_t c = atomic_load_explicit(&o->space_counter, memory_order_seq_cst);
+        atomic_store_explicit(&o->producer_waiting, 1, memory_order_seq_cst);
+        w = sm_ring_writable(o->ring);
+        if (w >= frames) break;
+        int64_t left = deadline - now_ms();
+        if (left <= 0) break;
+        futex_wait(&o->space_counter, c, (int)left);
+        /* A wake without enough space is either the consumer (wait on) or a command
+         * (sm_output_wake_producer sets the counter without freeing space: return). */
+        if (atomic_exchange_explicit(&o->producer_poked, 0, memory_order_seq_cst)) break;
+    }
     atomic_store_explicit(&o->producer_waiting, 0, memory_order_relaxed);
     return sm_ring_writable(o->ring);
 }

@@ -104,7 +104,10 @@ final class EngineCore: @unchecked Sendable {
 
     private func poke() {
         wake.signal()
-        if let output { sm_output_notify(output) }
+        if let output {
+            sm_output_notify(output)
+            sm_output_wake_producer(output)
+        }
     }
 
     /// Carries out queued commands; false when the thread must end.
@@ -260,8 +263,15 @@ final class EngineCore: @unchecked Sendable {
                 n = Int(min(Int64(n), end - t))
             }
             if let output {
-                let writable = sm_output_wait_writable(output, UInt32(n), 20)
-                if writable < UInt32(n) { continue }
+                // Refill in bursts: once the ring is full, wait until a quarter of it is
+                // free (commands wake us at once), so the render thread wakes a few times
+                // a second rather than once per device period.
+                let ring = sm_output_ring(output)
+                if sm_ring_writable(ring) < UInt32(n) {
+                    let quarter = max(UInt32(n), sm_ring_capacity(ring) / 4)
+                    _ = sm_output_wait_writable(output, quarter, 500)
+                    continue
+                }
             }
             renderBlock(frames: n, at: t)
         }

@@ -146,6 +146,8 @@ uint64_t sm_output_stop_index(const sm_output *out);
  * `frames` can be written, or the timeout passes. Return the writable count. */
 void sm_output_notify(sm_output *out);
 uint32_t sm_output_wait_writable(sm_output *out, uint32_t frames, int timeout_ms);
+/* Wakes a producer waiting in sm_output_wait_writable (a command for it to handle). */
+void sm_output_wake_producer(sm_output *out);
 
 /* Starts writeback of a written file range without waiting (sync_file_range), so a
  * long file's final fsync has only the tail to wait for. Returns 0 or -errno. */
