@@ -44,7 +44,7 @@ let package = Package(
         .executableTarget(
             name: "stillmoment",
             dependencies: [
-                "StillMomentCore",
+                "StillMomentCore", "StillMomentControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
