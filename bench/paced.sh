@@ -31,8 +31,9 @@ talk="$BENCH_OUT/talk-60s.mp3"
 
 rss() { { /usr/bin/time -f "%M" -o "$BENCH_OUT/.rss" "$@" >"$BENCH_OUT/.out" 2>&1; } ; cat "$BENCH_OUT/.rss"; }
 
-ours=$(cpu_seconds "$BIN/StillMomentBench" play "$talk" pulse)
-ref=$(cpu_seconds mpg123 -q -o alsa -a pulse "$talk")
+# Best of three: the first stream on a fresh sound server costs more.
+ours=$(best_cpu 3 "$BIN/StillMomentBench" play "$talk" pulse)
+ref=$(best_cpu 3 mpg123 -q -o alsa -a pulse "$talk")
 r=$(ratio "$ours" "$ref")
 report "real-time playback of a 60-s MP3 on the paced device, CPU vs mpg123 -o alsa -a pulse" "$r" "x ($ours s vs $ref s)" "<= 1.3" "$(le "$r" 1.3)"
 kb=$(rss "$BIN/StillMomentBench" play "$talk" pulse)
@@ -45,8 +46,8 @@ grep -E "clock|xruns" "$BENCH_OUT/.out" | sed 's/^/  /'
 amb="$BENCH_OUT/forest-60s.mp3"
 [ -f "$amb" ] || { ffmpeg -loglevel error -y -stream_loop 1 -i Sounds/forest.m4a -t "$PLAY_SECONDS" -f wav - | lame --quiet -V 2 - "$amb"; }
 export STILLMOMENT_HOME="$BENCH_OUT/home"
-ours=$(cpu_seconds "$BIN/stillmoment" timer "${PLAY_SECONDS}s" --preparation off --interval 15s --ambience forest --device pulse)
-ref=$(cpu_seconds mpg123 -q -o alsa -a pulse "$amb")
+ours=$(best_cpu 3 "$BIN/stillmoment" timer "${PLAY_SECONDS}s" --preparation off --interval 15s --ambience forest --device pulse)
+ref=$(best_cpu 3 mpg123 -q -o alsa -a pulse "$amb")
 r=$(ratio "$ours" "$ref")
 report "real-time timer session (forest, gongs) on the paced device, CPU vs mpg123 playing the ambience alone" "$r" "x ($ours s vs $ref s)" "<= 2" "$(le "$r" 2)"
 
