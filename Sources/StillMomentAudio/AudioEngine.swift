@@ -182,12 +182,6 @@ public final class AudioEngine: Sendable {
         core.close()
     }
 
-    /// Runs `body` on the render thread, between blocks, with the mixer and the
-    /// timeline frame about to be rendered (the place to change voices exactly).
-    public func withMixer(_ body: @escaping @Sendable (Mixer, Int64) -> Void) {
-        core.call(.mixer(body))
-    }
-
     /// Waits until the session reaches its end (or is stopped/failed); nil timeout waits
     /// forever. A finished engine still takes commands (a seek back plays again) until
     /// `stop`.
@@ -216,9 +210,6 @@ public final class AudioEngine: Sendable {
 
     /// The timeline frame heard now (written now, for a file).
     public var position: Int64 { core.position() }
-
-    /// The timeline frame the render thread will render next.
-    public var renderedPosition: Int64 { core.renderFrame.load(ordering: .relaxed) }
 
     /// Errors met while rendering (a damaged file, a lost device, a full disk).
     public var errors: [AudioError] { core.errors.withLock { $0 } }

@@ -18,7 +18,6 @@ final class EngineCore: @unchecked Sendable {
         case fadeOut(Int64)
         case stop
         case shutdown
-        case mixer(@Sendable (Mixer, Int64) -> Void)
     }
 
     /// A queued command. It moves to the render thread and the poster never touches it
@@ -174,8 +173,6 @@ final class EngineCore: @unchecked Sendable {
             return false
         case .shutdown:
             return false
-        case .mixer(let body):
-            body(mixer, t)
         }
         return true
     }

@@ -71,76 +71,7 @@ public protocol MP4ByteReader {
     func read(at offset: UInt64, count: Int) throws -> [UInt8]
 }
 
-/// `open(2)` failed (or the path is not a regular file).
-public struct FileOpenError: Error, Sendable, Equatable {
-    public let path: String
-    public let errno: Int32
-    public init(path: String, errno: Int32) {
-        self.path = path
-        self.errno = errno
-    }
-}
-
-/// `pread(2)` failed.
-public struct FileReadError: Error, Sendable, Equatable {
-    public let path: String
-    public let offset: UInt64
-    public let errno: Int32
-}
-
-/// Reads a regular file with `pread(2)`; safe to share between threads.
-public final class MP4FileReader: MP4ByteReader, Sendable {
-    public let path: String
-    public let size: UInt64
-    private let fd: Int32
-
-    public init(path: String) throws(FileOpenError) {
-        var descriptor: Int32
-        repeat {
-            descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        } while descriptor < 0 && errno == EINTR
-        guard descriptor >= 0 else { throw FileOpenError(path: path, errno: errno) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            let error = errno
-            close(descriptor)
-            throw FileOpenError(path: path, errno: error)
-        }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            close(descriptor)
-            throw FileOpenError(path: path, errno: (info.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
-        }
-        self.path = path
-        self.fd = descriptor
-        self.size = info.st_size > 0 ? UInt64(info.st_size) : 0
-    }
-
-    deinit { close(fd) }
-
-    public func read(at offset: UInt64, count: Int) throws -> [UInt8] {
-        guard count > 0, offset < size else { return [] }
-        let wanted = Int(min(UInt64(count), size - offset))  // ≤ count, so it fits an Int
-        return try [UInt8](unsafeUninitializedCapacity: wanted) { buffer, initialized in
-            initialized = 0
-            guard let base = buffer.baseAddress else { return }
-            var done = 0
-            while done < wanted {
-                let (position, overflow) = offset.addingReportingOverflow(UInt64(done))
-                guard !overflow, let fileOffset = off_t(exactly: position) else {
-                    throw FileReadError(path: path, offset: offset, errno: EOVERFLOW)
-                }
-                let got = pread(fd, base + done, wanted - done, fileOffset)
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    throw FileReadError(path: path, offset: position, errno: errno)
-                }
-                if got == 0 { break }  // the file shrank
-                done += got
-                initialized = done
-            }
-        }
-    }
-}
+// Files are read through `AudioFile` (AACDecoder.swift makes it an `MP4ByteReader`).
 
 /// An in-memory `MP4ByteReader`, for tests and fuzzing.
 public struct MP4MemoryReader: MP4ByteReader, Sendable {

@@ -1,5 +1,5 @@
 /// Mixes voices on the session timeline. It renders in blocks and splits each block at
-/// every voice event (start, stop, the ends of fades and gain ramps), so every voice
+/// every voice event (start, stop, the ends of fades), so every voice
 /// starts, stops or changes on its exact frame. Within a piece the envelope is linear
 /// and applied per frame. The sum goes through a soft limiter: it never wraps or clips
 /// hard.
@@ -32,18 +32,6 @@ public final class Mixer {
         if i < nextEntry { nextEntry += 1 }
     }
 
-    /// Removes an entry (and its voice, if playing).
-    public func unschedule(id: Int) {
-        if let i = score.firstIndex(where: { $0.id == id }) {
-            score.remove(at: i)
-            if i < nextEntry { nextEntry -= 1 }
-        }
-        made.remove(id)
-        remove(id: id)
-    }
-
-    public var scheduledEntries: [ScoreEntry] { score }
-
     private func make(_ entry: ScoreEntry) {
         guard !made.contains(entry.id) else { return }
         made.insert(entry.id)
@@ -62,8 +50,6 @@ public final class Mixer {
             nextEntry += 1
         }
     }
-
-    public func voice(id: Int) -> Voice? { voices.first { $0.id == id } }
 
     public func remove(id: Int) { voices.removeAll { $0.id == id } }
 

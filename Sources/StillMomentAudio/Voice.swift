@@ -9,9 +9,7 @@ public final class Voice {
     public let start: Int64
     /// Frames of linear fade-in from `start`.
     public let fadeIn: Int64
-    public private(set) var gain: Float
-    /// Gain changes: from `at`, ramp linearly over `frames` to `gain`.
-    private(set) var gainRamp: (at: Int64, frames: Int64, from: Float, to: Float)?
+    public let gain: Float
     /// A fade to silence starting at `fadeOutStart`, lasting `fadeOutFrames`; the voice ends with it.
     public private(set) var fadeOutStart: Int64?
     public private(set) var fadeOutFrames: Int64 = 0
@@ -49,24 +47,10 @@ public final class Voice {
 
     public func setStop(_ frame: Int64?) { stop = frame }
 
-    public func setGain(_ newGain: Float, at frame: Int64, over frames: Int64) {
-        let from = gainAt(frame)
-        gainRamp = (frame, max(0, frames), from, newGain)
-        gain = newGain
-    }
-
-    /// The base gain (without fades) at a frame.
-    func gainAt(_ t: Int64) -> Float {
-        guard let r = gainRamp else { return gain }
-        if t <= r.at { return r.from }
-        if t >= r.at + r.frames { return r.to }
-        return r.from + (r.to - r.from) * Float(t - r.at) / Float(r.frames)
-    }
-
     /// The full envelope (gain, fade-in, fade-out) at frame t.
     @inline(__always)
     func envelope(_ t: Int64) -> Float {
-        var g = gainAt(t)
+        var g = gain
         if fadeIn > 0 && t < start + fadeIn { g *= Float(t - start) / Float(fadeIn) }
         if let s = fadeOutStart, t >= s {
             g *= t >= s + fadeOutFrames ? 0 : 1 - Float(t - s) / Float(fadeOutFrames)
@@ -83,7 +67,6 @@ public final class Voice {
         }
         consider(start)
         if fadeIn > 0 { consider(start + fadeIn) }
-        if let r = gainRamp { consider(r.at); consider(r.at + r.frames) }
         if let s = fadeOutStart { consider(s); consider(s + fadeOutFrames) }
         consider(stop)
         consider(sourceEnd)

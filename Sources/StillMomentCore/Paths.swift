@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import StillMomentAudio
 
 /// Where stillmoment keeps its files.
 public enum Paths {
@@ -59,9 +60,12 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalid(String)
     case unknownSound(id: String, kind: String, valid: [String])
     case noSounds
+    /// The sound device cannot be opened (or was lost): ALSA's reason and a hint.
+    case device(DeviceError)
 
     public var description: String {
         switch self {
+        case .device(let error): return error.description
         case .io(let path, let reason): return "\(path): \(reason)"
         case .invalid(let message): return message
         case .unknownSound(let id, let kind, let valid):

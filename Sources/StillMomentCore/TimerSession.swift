@@ -13,6 +13,7 @@ public enum SessionOutput: Sendable {
             case .file(let path): return try AudioEngine(sampleRate: sampleRate, sink: .file(path: path, format: .float32))
             }
         } catch {
+            if case .device(let device) = error { throw CoreError.device(device) }
             throw CoreError.invalid(error.description)
         }
     }

@@ -18,14 +18,7 @@ struct PlayCommand: ParsableCommand {
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
 
     func run() throws {
-        let store = try openStore()
-        let session: GuidedSession
-        do {
-            session = try makeSession(store)
-        } catch {
-            throw Console.fail(error.description, code: error.description.contains("ALSA") ? Exit.device : Exit.usage)
-        }
-        try playGuided(session, rendering: output)
+        try playGuided(makeSession, rendering: output)
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -51,14 +44,7 @@ struct PreviewCommand: ParsableCommand {
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
 
     func run() throws {
-        let store = try openStore()
-        let session: GuidedSession
-        do {
-            session = try makeSession(store)
-        } catch {
-            throw Console.fail(error.description, code: error.description.contains("ALSA") ? Exit.device : Exit.usage)
-        }
-        try playGuided(session, rendering: output, savePosition: false)
+        try playGuided(makeSession, rendering: output, savePosition: false)
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -78,8 +64,18 @@ func sessionOutput(file: String?, device: String?) throws(CoreError) -> SessionO
     return .device(DeviceConfiguration(name: try Settings.load().value("device")))
 }
 
-/// Plays a guided session with a progress bar (terminal) or quietly (script).
-func playGuided(_ session: GuidedSession, rendering: String?, savePosition: Bool = true) throws {
+/// Opens the store, makes the session (a device that cannot open exits 3, any other bad
+/// input 2) and plays it with a progress bar (terminal) or quietly (script).
+func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rendering: String?,
+                savePosition: Bool = true) throws {
+    let store = try openStore()
+    let session: GuidedSession
+    do {
+        session = try make(store)
+    } catch {
+        if case .device = error { throw Console.fail(error.description, code: Exit.device) }
+        throw Console.fail(error.description, code: Exit.usage)
+    }
     let signals = StopSignals()
     let interactive = Console.isTerminal && rendering == nil
     let view = TerminalView(interactive: interactive)

@@ -89,10 +89,9 @@ struct TimerCommand: ParsableCommand {
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
         } catch {
-            guard case .device = target, let fallback = fallbackOutput else {
-                throw Console.fail(error.description, code: output == nil ? Exit.device : Exit.failure)
-            }
-            Console.err("no sound device to play on (\(error.description.prefix { $0 != ";" })): rendering the session to \(fallback) instead")
+            guard case .device(let device) = error else { throw Console.fail(error.description) }
+            guard let fallback = fallbackOutput else { throw Console.fail(error.description, code: Exit.device) }
+            Console.err("no sound device to play on (\(device.message)): rendering the session to \(fallback) instead")
             target = .file(path: fallback)
             do {
                 session = try TimerSession(configuration: configuration, catalog: catalog, output: target)

@@ -279,7 +279,7 @@ final class TempCopy: @unchecked Sendable {
             close(fd)
             fd = -1
         }
-        guard fd >= 0 else { throw CoreError.io(path: path, reason: "the store's folder keeps removing the copy") }
+        guard fd >= 0 else { throw CoreError.io(path: path, reason: "another stillmoment process keeps removing this temporary file; try the import again") }
         self.fd = fd
         do {
             try copy(from: source)
