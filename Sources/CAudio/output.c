@@ -789,6 +789,10 @@ void sm_output_last_error(const sm_output *o, sm_error *e) {
     else memset(e, 0, sizeof *e);
 }
 
+int sm_output_failed(const sm_output *o) {
+    return atomic_load_explicit(&((sm_output *)o)->st_failed, memory_order_acquire);
+}
+
 uint64_t sm_output_played_index(const sm_output *o) {
     return atomic_load_explicit(&((sm_output *)o)->played_index, memory_order_acquire);
 }

@@ -236,7 +236,7 @@ final class EngineCore: @unchecked Sendable {
                 _ = wake.wait(timeout: .now() + 0.05)
                 continue
             }
-            if let output, sm_output_get_stats(output).failed != 0 {
+            if let output, sm_output_failed(output) != 0 {
                 var e = sm_error()
                 sm_output_last_error(output, &e)
                 errors.withLock { $0.append(.device(DeviceError(e, device: ""))) }
@@ -317,7 +317,7 @@ final class EngineCore: @unchecked Sendable {
             let seq = sm_output_post(output, Int32(SM_REQ_DRAIN.rawValue))
             while sm_output_wait(output, seq, 50) == 0 {
                 if !commands.withLock({ $0.isEmpty }) { return }   // a command first (stop, pause, seek)
-                if sm_output_get_stats(output).failed != 0 { return }
+                if sm_output_failed(output) != 0 { return }
             }
         } else if let writer {
             do throws(AudioError) { try writer.finish() } catch { errors.withLock { $0.append(error) } }

@@ -116,6 +116,8 @@ sm_ring *sm_output_ring(sm_output *out);
 sm_output_info sm_output_get_info(const sm_output *out);
 sm_output_stats sm_output_get_stats(const sm_output *out);
 void sm_output_last_error(const sm_output *out, sm_error *error);
+/* 1 once the device has been lost (one atomic load, for the render loop). */
+int sm_output_failed(const sm_output *out);
 
 /* The ring index of the frame being heard now (the engine clock). */
 uint64_t sm_output_played_index(const sm_output *out);
