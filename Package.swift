@@ -12,6 +12,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // System libraries (Debian: libmpg123-dev, libfaad-dev, libsoxr-dev).
@@ -37,14 +38,20 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // Unix sockets, peer credentials and a detached start: the daemon's system calls.
+        .target(name: "CSystem"),
         .target(
             name: "StillMomentControl",
-            dependencies: ["StillMomentCore"]
+            dependencies: [
+                "StillMomentCore", "StillMomentAudio", "CSystem",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "stillmoment",
             dependencies: [
                 "StillMomentCore", "StillMomentControl",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -214,15 +214,15 @@ public final class AudioEngine: Sendable {
     /// Errors met while rendering (a damaged file, a lost device, a full disk).
     public var errors: [AudioError] { core.errors.withLock { $0 } }
 
+    /// The output thread's counters (kept after the device is closed); nil for a file.
     public var statistics: OutputStatistics? {
-        guard let output = core.output else { return nil }
-        let s = sm_output_get_stats(output)
-        var failure: String?
-        if s.failed != 0 {
+        let report = core.withOutput { output -> (stats: sm_output_stats, error: sm_error) in
             var e = sm_error()
             sm_output_last_error(output, &e)
-            failure = DeviceError(e, device: deviceInfo?.name ?? "").description
-        }
+            return (sm_output_get_stats(output), e)
+        } ?? core.closedReport.withLock { $0 }
+        guard let (s, e) = report else { return nil }
+        let failure: String? = s.failed != 0 ? DeviceError(e, device: deviceInfo?.name ?? "").description : nil
         return OutputStatistics(
             framesWritten: s.frames_written, silenceFrames: s.silence_frames, silenceEvents: Int(s.silence_events),
             xruns: Int(s.xruns), suspends: Int(s.suspends), rewinds: Int(s.rewinds),

@@ -58,12 +58,33 @@ final class EngineCore: @unchecked Sendable {
         block = [Float](repeating: 0, count: max(64, blockFrames) * 2)
     }
 
-    private let closed = Atomic<Bool>(false)
+    /// Whether the device is still open. Threads other than the render thread reach the
+    /// output only under this lock, so `close` cannot free it under them.
+    private let outputOpen = Mutex<Bool>(true)
+    /// The position heard when the device was closed (what `position` says afterwards).
+    private let closedPosition = Atomic<Int64>(0)
+    /// The output's last statistics and error, kept when the device is closed.
+    let closedReport = Mutex<(stats: sm_output_stats, error: sm_error)?>(nil)
+
+    /// Runs `body` on the device's output, unless there is none or it was closed.
+    func withOutput<T: Sendable>(_ body: (OpaquePointer) -> T) -> T? {
+        guard let output else { return nil }
+        return outputOpen.withLock { open in open ? body(output) : nil }
+    }
 
     /// Releases the device (once; the render thread must have ended).
     func close() {
-        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if let output { sm_output_close(output) }
+        guard let output else { return }
+        outputOpen.withLock { open in
+            guard open else { return }
+            closedPosition.store(timeline(forRing: sm_output_played_index(output)), ordering: .relaxed)
+            var error = sm_error()
+            sm_output_last_error(output, &error)
+            let report = (stats: sm_output_get_stats(output), error: error)
+            closedReport.withLock { $0 = report }
+            open = false
+            sm_output_close(output)
+        }
     }
 
     func startOutput() throws(AudioError) {
@@ -103,7 +124,7 @@ final class EngineCore: @unchecked Sendable {
 
     private func poke() {
         wake.signal()
-        if let output {
+        _ = withOutput { output in
             sm_output_notify(output)
             sm_output_wake_producer(output)
         }
@@ -211,8 +232,8 @@ final class EngineCore: @unchecked Sendable {
     }
 
     func position() -> Int64 {
-        guard let output else { return renderFrame.load(ordering: .relaxed) }
-        return timeline(forRing: sm_output_played_index(output))
+        guard output != nil else { return renderFrame.load(ordering: .relaxed) }
+        return withOutput { timeline(forRing: sm_output_played_index($0)) } ?? closedPosition.load(ordering: .relaxed)
     }
 
     // MARK: the render thread

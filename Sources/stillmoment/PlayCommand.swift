@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import StillMomentAudio
+import StillMomentControl
 import StillMomentCore
 
 struct PlayCommand: ParsableCommand {
@@ -16,9 +17,25 @@ struct PlayCommand: ParsableCommand {
     @Flag(help: "Start where playback last stopped.") var resume = false
     @Option(help: "ALSA device (see `aplay -L`).") var device: String?
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
+    @Flag(help: "Start it in the daemon and return at once.") var detach = false
+    @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
-        try playGuided(makeSession, rendering: output)
+        if output != nil || foreground {
+            try playGuided(makeSession, rendering: output)
+            return
+        }
+        var args: [String: JSON] = ["id": .string(id), "resume": .bool(resume)]
+        do {
+            if let from { args["from"] = .number(Double(try parse(from, "--from"))) }
+            if let preparation, preparation.lowercased() != "off" {
+                args["preparation"] = .number(Double(try parse(preparation, "--preparation")))
+            }
+        } catch {
+            throw Console.fail(error.description, code: Exit.usage)
+        }
+        if let device { args["device"] = .string(device) }
+        try submit(.play, args, detach: detach, what: "playing \(id)")
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -42,9 +59,17 @@ struct PreviewCommand: ParsableCommand {
     @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
     @Option(help: "ALSA device (see `aplay -L`).") var device: String?
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
+    @Flag(help: "Start it in the daemon and return at once.") var detach = false
+    @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
-        try playGuided(makeSession, rendering: output, savePosition: false)
+        if output != nil || foreground {
+            try playGuided(makeSession, rendering: output, savePosition: false)
+            return
+        }
+        var args: [String: JSON] = ["id": .string(id), "preview": .bool(true)]
+        if let device { args["device"] = .string(device) }
+        try submit(.play, args, detach: detach, what: "a preview of \(id)")
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -105,7 +130,7 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         case .left: session.seek(by: -15_000)
         case .right: session.seek(by: 15_000)
         case .quit: stopped = true
-        case nil: break
+        case .detach, nil: break
         }
         if stopped { break }
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import StillMomentAudio
+import StillMomentControl
 import StillMomentCore
 
 struct TimerCommand: ParsableCommand {
@@ -10,7 +11,8 @@ struct TimerCommand: ParsableCommand {
         discussion: """
             DURATION is like 20m, 90s, 1h15m or a number of minutes (1 s to 24 h); the default \
             comes from the settings (10m). Every option's default comes from \
-            `stillmoment settings`. On a terminal: space pauses or resumes, q stops.
+            `stillmoment settings`. The session plays in the daemon (started if none runs) and \
+            outlives this shell; on a terminal: space pauses or resumes, q stops, d detaches.
             """
     )
 
@@ -59,6 +61,12 @@ struct TimerCommand: ParsableCommand {
     @Option(name: .customLong("fallback-output"), help: .hidden)
     var fallbackOutput: String?
 
+    @Flag(help: "Start the session in the daemon and return at once.")
+    var detach = false
+
+    @Flag(help: "Play in this process, without the daemon (for scripts).")
+    var foreground = false
+
     func run() throws {
         var options: [String: String] = [:]
         options["duration"] = duration
@@ -75,6 +83,11 @@ struct TimerCommand: ParsableCommand {
         options["ambience-volume"] = ambienceVolume
         options["device"] = device
 
+        if output == nil && fallbackOutput == nil && !foreground {
+            let what = "a timer" + (duration.map { " of \($0)" } ?? "")
+            try submit(.timer, ["options": .object(options.mapValues(JSON.string))], detach: detach, what: what)
+            return
+        }
         let catalog: SoundCatalog
         let configuration: TimerConfiguration
         do {

@@ -1,0 +1,116 @@
+#define _GNU_SOURCE
+#include "csystem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int make_address(const char *path, struct sockaddr_un *addr) {
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof addr->sun_path) return -ENAMETOOLONG;
+    memset(addr, 0, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    memcpy(addr->sun_path, path, n + 1);
+    return 0;
+}
+
+int sm_unix_listen(const char *path, int backlog) {
+    struct sockaddr_un addr;
+    int r = make_address(path, &addr);
+    if (r < 0) return r;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    /* The socket is created 0600 from the start (no window where it is wider). */
+    mode_t old = umask(0177);
+    r = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    int err = errno;
+    umask(old);
+    if (r < 0 || listen(fd, backlog) < 0) {
+        if (r == 0) err = errno;
+        close(fd);
+        return -err;
+    }
+    return fd;
+}
+
+int sm_unix_connect(const char *path) {
+    struct sockaddr_un addr;
+    int r = make_address(path, &addr);
+    if (r < 0) return r;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    do { r = connect(fd, (struct sockaddr *)&addr, sizeof addr); } while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    return fd;
+}
+
+int sm_unix_accept(int listen_fd) {
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int sm_peer_credentials(int fd, uid_t *uid, pid_t *pid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) return -errno;
+    *uid = cred.uid;
+    *pid = cred.pid;
+    return 0;
+}
+
+int sm_set_nonblocking(int fd, int on) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -errno;
+    flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+    return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
+}
+
+int sm_spawn_detached(const char *path, char *const argv[], int log_fd) {
+    int report[2];   /* the grandchild writes errno here if exec fails */
+    if (pipe2(report, O_CLOEXEC) < 0) return -errno;
+    pid_t child = fork();
+    if (child < 0) {
+        int err = errno;
+        close(report[0]);
+        close(report[1]);
+        return -err;
+    }
+    if (child == 0) {
+        /* Only async-signal-safe calls from here on (the parent may have threads). */
+        close(report[0]);
+        if (setsid() < 0) _exit(1);
+        pid_t grandchild = fork();
+        if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
+        int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd >= 0) dup2(null_fd, 0);
+        if (log_fd >= 0) {
+            dup2(log_fd, 1);
+            dup2(log_fd, 2);
+        }
+        if (chdir("/") < 0) { /* stay where we are */ }
+        execv(path, argv);
+        int err = errno;
+        ssize_t w = write(report[1], &err, sizeof err);
+        (void)w;
+        _exit(127);
+    }
+    close(report[1]);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    int err = 0;
+    ssize_t n;
+    do { n = read(report[0], &err, sizeof err); } while (n < 0 && errno == EINTR);
+    close(report[0]);
+    if (n == (ssize_t)sizeof err) return -err;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -ECHILD;
+    return 0;
+}

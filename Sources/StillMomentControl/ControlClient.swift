@@ -1,0 +1,172 @@
+import CSystem
+import FoundationEssentials
+import Glibc
+import StillMomentCore
+
+/// A connection to the daemon: the hello, then requests (answered in order, matched by
+/// id) and the events pushed in between, which are kept until asked for.
+public final class ControlClient {
+    private let fd: Int32
+    private var framer = LineFramer(limit: 4 * ControlProtocol.maxMessageBytes)
+    private var lines: [[UInt8]] = []
+    private var events: [JSON] = []
+    private var nextID = 1
+    public private(set) var daemonPID = 0
+    public private(set) var daemonHome = ""
+
+    private init(fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+
+    /// Connects to the running daemon; with `startIfNeeded`, starts one (detached, logging
+    /// to `daemon.log` in the store's folder) when none answers, stale socket or not.
+    public static func connect(startIfNeeded: Bool = false) throws(ControlError) -> ControlClient {
+        let path = ControlPaths.socket
+        var fd = sm_unix_connect(path)
+        if fd < 0 {
+            let err = -fd
+            guard err == ENOENT || err == ECONNREFUSED else {
+                throw ControlError.io("cannot reach the daemon at \(path): \(String(cString: strerror(err)))")
+            }
+            guard startIfNeeded else { throw ControlError.noDaemon }
+            let log = try startDaemon()
+            // The daemon opens the store (and migrates it) before it listens: allow for a slow SD card.
+            for _ in 0..<400 {
+                usleep(25_000)
+                fd = sm_unix_connect(path)
+                if fd >= 0 { break }
+            }
+            guard fd >= 0 else {
+                throw ControlError.io("the daemon did not start: \(lastLine(of: log) ?? "no reason given") (see \(log))")
+            }
+        }
+        let client = ControlClient(fd: fd)
+        try client.hello()
+        return client
+    }
+
+    private func hello() throws(ControlError) {
+        try write(.object(["hello": .object(["version": .number(Double(ControlProtocol.version)), "client": .string("stillmoment")])]))
+        let answer = try readMessage(timeoutMs: 10_000)
+        if let error = answer["error"] { throw Self.refusal(error) }
+        guard let h = answer["hello"] else { throw ControlError.lost("the daemon did not say hello") }
+        daemonPID = Int(h["pid"]?.number ?? 0)
+        daemonHome = h["home"]?.string ?? ""
+    }
+
+    /// Sends a request and waits for its answer; events that arrive meanwhile are kept.
+    @discardableResult
+    public func request(_ command: ControlCommand, _ args: [String: JSON] = [:], timeoutMs: Int32 = 30_000) throws(ControlError) -> JSON {
+        let id = nextID
+        nextID += 1
+        var message: [String: JSON] = ["id": .number(Double(id)), "command": .string(command.rawValue)]
+        if !args.isEmpty { message["args"] = .object(args) }
+        try write(.object(message))
+        while true {
+            let m = try readMessage(timeoutMs: timeoutMs)
+            if m["event"] != nil {
+                events.append(m)
+                continue
+            }
+            if let error = m["error"] { throw Self.refusal(error) }
+            guard m["id"]?.number == Double(id) else { continue }
+            return m["result"] ?? .null
+        }
+    }
+
+    /// The next pushed event, waiting up to `timeoutMs` (nil if none came).
+    public func nextEvent(timeoutMs: Int32) throws(ControlError) -> JSON? {
+        if !events.isEmpty { return events.removeFirst() }
+        guard let m = try readMessage(timeoutMs: timeoutMs, allowTimeout: true) else { return nil }
+        return m["event"] != nil ? m : nil
+    }
+
+    private static func refusal(_ error: JSON) -> ControlError {
+        .refused(code: error["code"]?.string ?? "error", message: error["message"]?.string ?? "refused")
+    }
+
+    // MARK: the wire
+
+    private func write(_ message: JSON) throws(ControlError) {
+        let bytes = Array((message.line + "\n").utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return Glibc.send(fd, base + done, raw.count - done, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ControlError.lost("the daemon closed the connection")
+            }
+            done += n
+        }
+    }
+
+    private func readMessage(timeoutMs: Int32) throws(ControlError) -> JSON {
+        guard let m = try readMessage(timeoutMs: timeoutMs, allowTimeout: false) else {
+            throw ControlError.lost("the daemon did not answer")
+        }
+        return m
+    }
+
+    private func readMessage(timeoutMs: Int32, allowTimeout: Bool) throws(ControlError) -> JSON? {
+        while lines.isEmpty {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&p, 1, timeoutMs)
+            if r < 0 && errno == EINTR { continue }
+            if r == 0 {
+                if allowTimeout { return nil }
+                throw ControlError.lost("the daemon did not answer within \(timeoutMs / 1000) s")
+            }
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            let n = read(fd, &buffer, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw ControlError.lost("the daemon closed the connection") }
+            for item in framer.feed(buffer[0..<n]) {
+                if case .line(let l) = item { lines.append(l) }
+            }
+        }
+        let line = lines.removeFirst()
+        guard let value = try? JSONDecoder().decode(JSON.self, from: Data(line)) else {
+            throw ControlError.lost("the daemon sent something that is not JSON")
+        }
+        return value
+    }
+
+    // MARK: starting the daemon
+
+    /// Starts `stillmoment daemon --on-demand` detached; returns its log file.
+    private static func startDaemon() throws(ControlError) -> String {
+        try ControlPaths.prepareFolder()
+        var home = Paths.home
+        if !home.hasPrefix("/") {
+            var buf = [CChar](repeating: 0, count: 4096)
+            if getcwd(&buf, buf.count) != nil {
+                home = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + home
+            }
+        }
+        do { try Paths.makeFolder(home) } catch { throw ControlError.io(error.description) }
+        // The daemon runs from / with this environment: the store must be an absolute path.
+        setenv("STILLMOMENT_HOME", home, 1)
+        let logPath = home + "/daemon.log"
+        let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard logFD >= 0 else { throw ControlError.io("cannot open \(logPath): \(String(cString: strerror(errno)))") }
+        defer { close(logFD) }
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        guard n > 0 else { throw ControlError.io("cannot find the stillmoment executable") }
+        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let args = [exe, "daemon", "--on-demand"]
+        var cArgs = args.map { strdup($0) }
+        cArgs.append(nil)
+        defer { for a in cArgs { free(a) } }
+        let r = sm_spawn_detached(exe, cArgs, logFD)
+        guard r == 0 else { throw ControlError.io("cannot start the daemon: \(String(cString: strerror(-r)))") }
+        return logPath
+    }
+
+    private static func lastLine(of path: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init)
+    }
+}

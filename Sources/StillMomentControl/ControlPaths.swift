@@ -1,0 +1,52 @@
+import FoundationEssentials
+import Glibc
+
+/// Where the control socket lives: `$XDG_RUNTIME_DIR/stillmoment/control.sock`, else
+/// `/tmp/stillmoment-$UID/control.sock`; the folder is the user's own, mode 0700.
+public enum ControlPaths {
+    public static var folder: String {
+        let env = ProcessInfo.processInfo.environment
+        if let runtime = env["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/stillmoment" }
+        return "/tmp/stillmoment-\(getuid())"
+    }
+
+    public static var socket: String { folder + "/control.sock" }
+    static var lock: String { folder + "/daemon.lock" }
+
+    /// Creates the folder (0700) if needed and checks that it is a real folder of ours
+    /// that nobody else can enter (in /tmp another user could have made it first).
+    public static func prepareFolder() throws(ControlError) {
+        let path = folder
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw ControlError.io("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw ControlError.io("\(path): \(String(cString: strerror(errno)))") }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw ControlError.io("\(path) is not a folder; remove it") }
+        guard st.st_uid == geteuid() else {
+            throw ControlError.io("\(path) belongs to another user; remove it or set XDG_RUNTIME_DIR")
+        }
+        if st.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
+            throw ControlError.io("cannot make \(path) private: \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+/// What can go wrong between a client and the daemon, as one line each.
+public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// No daemon answers at the socket.
+    case noDaemon
+    case io(String)
+    /// The daemon refused a request: its error code and message.
+    case refused(code: String, message: String)
+    /// The connection closed or a reply could not be read.
+    case lost(String)
+
+    public var description: String {
+        switch self {
+        case .noDaemon: return "no stillmoment daemon is running (nothing is playing)"
+        case .io(let m), .lost(let m): return m
+        case .refused(_, let message): return message
+        }
+    }
+}

@@ -1,0 +1,337 @@
+import CSystem
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentCore
+import Synchronization
+
+/// The daemon: one process that owns the sound device, plays one session at a time and
+/// serves the control socket. One thread runs a poll loop over the listening socket and
+/// the clients; the audio runs on the engine's own threads, so a slow or hostile client
+/// can delay an answer but never the sound.
+public final class Daemon {
+    public struct Options: Sendable {
+        /// Started by a client (not by systemd): exits after `idleExit` seconds with no session.
+        public var onDemand: Bool
+        public var idleExit: Double
+        /// A client must say hello within this many seconds.
+        public var helloTimeout: Double = 5
+        public var maxClients: Int = 128
+        /// A client that reads nothing is dropped once this much waits for it.
+        public var maxBacklog: Int = 256 * 1024
+
+        public init(onDemand: Bool, idleExit: Double = 600) {
+            self.onDemand = onDemand
+            self.idleExit = idleExit
+        }
+    }
+
+    private final class Client {
+        let fd: Int32
+        let pid: pid_t
+        let connectedAt: Double
+        var framer = LineFramer()
+        var helloDone = false
+        var subscribed = false
+        var progress = false
+        var out: [UInt8] = []
+        var drop = false
+        var closeWhenFlushed = false
+
+        init(fd: Int32, pid: pid_t, connectedAt: Double) {
+            self.fd = fd
+            self.pid = pid
+            self.connectedAt = connectedAt
+        }
+    }
+
+    private let options: Options
+    private let log: Logger
+    private let host: SessionHost
+    private let listenFD: Int32
+    private let lockFD: Int32
+    private let socketPath: String
+    private var clients: [Client] = []
+    private let stopSignal = StopFlag()
+
+    /// Takes the daemon lock and the socket (replacing a stale one), and opens the store.
+    /// Throws `.refused(code: "running", …)` when another daemon holds the lock.
+    public init(options: Options, log: Logger) throws(ControlError) {
+        self.options = options
+        self.log = log
+        try ControlPaths.prepareFolder()
+        let lockPath = ControlPaths.lock
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ControlError.io("cannot open \(lockPath): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            var buf = [UInt8](repeating: 0, count: 32)
+            let n = pread(fd, &buf, buf.count, 0)
+            close(fd)
+            let pid = n > 0 ? String(decoding: buf[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
+            throw ControlError.refused(code: "running", message: "a stillmoment daemon is running already (pid \(pid))")
+        }
+        lockFD = fd
+        let pidText = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pwrite(fd, pidText, pidText.count, 0)
+
+        socketPath = ControlPaths.socket
+        // We hold the lock, so a socket left here belongs to a daemon that died.
+        var st = stat()
+        if lstat(socketPath, &st) == 0 {
+            unlink(socketPath)
+            log.notice("replaced a stale socket at \(socketPath)")
+        }
+        let listening = sm_unix_listen(socketPath, 64)
+        guard listening >= 0 else {
+            close(fd)
+            throw ControlError.io("cannot listen on \(socketPath): \(String(cString: strerror(-listening)))")
+        }
+        listenFD = listening
+        do {
+            host = SessionHost(store: try LibraryStore(), log: log)
+        } catch {
+            close(listening)
+            unlink(socketPath)
+            close(fd)
+            throw ControlError.io(error.description)
+        }
+    }
+
+    deinit {
+        for c in clients { close(c.fd) }
+        close(listenFD)
+        unlink(socketPath)
+        close(lockFD)
+    }
+
+    /// Serves until SIGTERM/SIGINT (the session fades out over 1 s and the device is
+    /// released) or, when started on demand, until no session played for `idleExit`.
+    public func run() {
+        signal(SIGPIPE, SIG_IGN)
+        signal(SIGHUP, SIG_IGN)
+        stopSignal.install([SIGTERM, SIGINT])
+        log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
+        var idleSince = now()
+        var lastProgress = 0.0
+        while true {
+            if let sig = stopSignal.received {
+                log.info("signal \(sig): ending")
+                host.shutdown()
+                broadcast(host.takeEvents())
+                flushAll()
+                return
+            }
+            pollOnce(timeoutMs: host.isIdle ? 250 : 100)
+            host.reap()
+            broadcast(host.takeEvents())
+            let t = now()
+            if !host.isIdle {
+                idleSince = t
+                if t - lastProgress >= 1 {
+                    lastProgress = t
+                    let event = JSON.object(["event": .string("progress"), "data": host.status()])
+                    for c in clients where c.progress { send(c, event) }
+                }
+            }
+            for c in clients where !c.helloDone && !c.drop && !c.closeWhenFlushed && t - c.connectedAt > options.helloTimeout {
+                send(c, ProtocolError(.notHello, "no hello within \(Int(options.helloTimeout)) s; closing").answer)
+                c.closeWhenFlushed = true
+            }
+            reapClients()
+            if options.onDemand, host.isIdle, t - idleSince > options.idleExit {
+                log.info("no session for \(Int(options.idleExit)) s: exiting")
+                flushAll()
+                return
+            }
+        }
+    }
+
+    // MARK: the loop
+
+    private func pollOnce(timeoutMs: Int32) {
+        var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
+        for c in clients {
+            let events = Int16(POLLIN) | (c.out.isEmpty ? 0 : Int16(POLLOUT))
+            fds.append(pollfd(fd: c.fd, events: events, revents: 0))
+        }
+        let n = poll(&fds, nfds_t(fds.count), timeoutMs)
+        guard n > 0 else { return }
+        let current = clients
+        for (i, c) in current.enumerated() {
+            let revents = fds[i + 1].revents
+            if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
+            if revents & Int16(POLLOUT) != 0 { flush(c) }
+        }
+        if fds[0].revents & Int16(POLLIN) != 0 { acceptAll() }
+    }
+
+    private func acceptAll() {
+        while true {
+            let fd = sm_unix_accept(listenFD)
+            if fd < 0 {
+                if -fd != EAGAIN && -fd != EINTR && -fd != ECONNABORTED {
+                    log.error("accept: \(String(cString: strerror(-fd)))")
+                }
+                return
+            }
+            var uid: uid_t = 0
+            var pid: pid_t = 0
+            if sm_peer_credentials(fd, &uid, &pid) != 0 || uid != geteuid() {
+                log.warning("refused a connection from uid \(uid) (pid \(pid)): not our user")
+                refuse(fd, code: "forbidden", message: "this daemon serves only its own user (uid \(geteuid()))")
+                continue
+            }
+            if clients.count >= options.maxClients {
+                log.warning("refused a connection from pid \(pid): \(clients.count) clients already")
+                refuse(fd, code: "busy", message: "too many clients (\(options.maxClients)); try again later")
+                continue
+            }
+            clients.append(Client(fd: fd, pid: pid, connectedAt: now()))
+        }
+    }
+
+    /// Says why (best effort, never blocking) and closes.
+    private func refuse(_ fd: Int32, code: String, message: String) {
+        let line = Array((JSON.object(["error": .object(["code": .string(code), "message": .string(message)])]).line + "\n").utf8)
+        _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        close(fd)
+    }
+
+    private func readFrom(_ c: Client) {
+        guard !c.drop else { return }
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        let n = read(c.fd, &buffer, buffer.count)
+        if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
+            c.drop = true
+            return
+        }
+        guard n > 0 else { return }
+        for item in c.framer.feed(buffer[0..<n]) {
+            if c.drop || c.closeWhenFlushed { break }
+            switch item {
+            case .tooLong:
+                send(c, ProtocolError(.tooLong, "a message is limited to \(ControlProtocol.maxMessageBytes) bytes").answer)
+            case .line(let line):
+                if line.isEmpty { continue }
+                handle(line, from: c)
+            }
+        }
+    }
+
+    private func handle(_ line: [UInt8], from c: Client) {
+        let message: ClientMessage
+        do {
+            message = try ClientMessage.decode(line, helloDone: c.helloDone)
+        } catch {
+            send(c, error.answer)
+            if error.code == .badVersion { c.closeWhenFlushed = true }
+            return
+        }
+        switch message {
+        case .hello:
+            c.helloDone = true
+            send(c, .object(["hello": .object([
+                "version": .number(Double(ControlProtocol.version)), "daemon": .string("stillmoment"),
+                "pid": .number(Double(getpid())), "home": .string(host.store.home),
+            ])]))
+        case .request(let id, let command, let args):
+            let result: JSON
+            switch command {
+            case .subscribe:
+                c.subscribed = true
+                c.progress = args["progress"] != .bool(false)
+                result = host.status()
+            case .unsubscribe:
+                c.subscribed = false
+                c.progress = false
+                result = .object([:])
+            default:
+                do {
+                    result = try host.handle(command, args)
+                } catch {
+                    send(c, .object(["id": .number(Double(id)), "error": .object([
+                        "code": .string(error.code.rawValue), "message": .string(error.message)])]))
+                    return
+                }
+            }
+            send(c, .object(["id": .number(Double(id)), "result": result]))
+        }
+    }
+
+    // MARK: writing
+
+    private func broadcast(_ events: [JSON]) {
+        for e in events {
+            for c in clients where c.subscribed { send(c, e) }
+        }
+    }
+
+    private func send(_ c: Client, _ message: JSON) {
+        guard !c.drop else { return }
+        c.out.append(contentsOf: message.line.utf8)
+        c.out.append(0x0A)
+        flush(c)
+        if c.out.count > options.maxBacklog {
+            log.warning("dropped client pid \(c.pid): it reads nothing (\(c.out.count) bytes waiting)")
+            c.drop = true
+        }
+    }
+
+    private func flush(_ c: Client) {
+        while !c.out.isEmpty && !c.drop {
+            let n = c.out.withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if n > 0 {
+                c.out.removeFirst(n)
+            } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
+                return
+            } else {
+                c.drop = true
+            }
+        }
+    }
+
+    private func flushAll() {
+        for c in clients { flush(c) }
+    }
+
+    private func reapClients() {
+        clients.removeAll { c in
+            if c.drop || (c.closeWhenFlushed && c.out.isEmpty) {
+                close(c.fd)
+                return true
+            }
+            return false
+        }
+    }
+
+    private func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// SIGTERM and SIGINT become a flag the loop reads (within 100–250 ms).
+final class StopFlag {
+    private final class Box: Sendable { let value = Atomic<Int32>(0) }
+    private let box = Box()
+    private var sources: [DispatchSourceSignal] = []
+
+    func install(_ signals: [Int32]) {
+        for sig in signals {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            let box = self.box
+            source.setEventHandler { box.value.store(sig, ordering: .releasing) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    var received: Int32? {
+        let s = box.value.load(ordering: .acquiring)
+        return s == 0 ? nil : s
+    }
+}

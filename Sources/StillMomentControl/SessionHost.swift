@@ -1,0 +1,388 @@
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentAudio
+import StillMomentCore
+import Synchronization
+
+/// A refusal the daemon sends back; `code` is stable for scripts.
+public struct HostError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        case noSession = "no-session"
+        case badArguments = "bad-arguments"
+        case device = "device"
+        case failed = "failed"
+    }
+    public let code: Code
+    public let message: String
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { message }
+
+    init(_ error: CoreError) {
+        if case .device = error { self.init(.device, error.description) } else { self.init(.badArguments, error.description) }
+    }
+}
+
+/// How a session ended.
+enum EndReason: Sendable, Equatable {
+    case completed, stopped, replaced
+    case preempted(by: AudioSource)
+    case failed(String)
+
+    var name: String {
+        switch self {
+        case .completed: return "completed"
+        case .stopped: return "stopped"
+        case .replaced: return "replaced"
+        case .preempted: return "preempted"
+        case .failed: return "failed"
+        }
+    }
+}
+
+/// One session running in the daemon. Sendable: the coordinator's conflict handler (which
+/// may run on whichever thread asks for the device) stops it and records why.
+final class HostedSession: Sendable {
+    enum Kind: Sendable {
+        case timer(TimerSession)
+        case guided(GuidedSession, device: String)
+    }
+    let id: Int
+    let source: AudioSource
+    let kind: Kind
+    private let reason = Mutex<EndReason?>(nil)
+
+    init(id: Int, source: AudioSource, kind: Kind) {
+        self.id = id
+        self.source = source
+        self.kind = kind
+    }
+
+    var engine: AudioEngine {
+        switch kind {
+        case .timer(let t): return t.engine
+        case .guided(let g, _): return g.engine
+        }
+    }
+
+    /// Records why the session is ending (the first reason wins).
+    func markEnding(_ why: EndReason) {
+        reason.withLock { if $0 == nil { $0 = why } }
+    }
+    var endReason: EndReason? { reason.withLock { $0 } }
+
+    /// Stops at once with a short fade (the device is free afterwards).
+    func stopNow(fade: Double) {
+        switch kind {
+        case .timer(let t): t.stop(fade: fade)
+        case .guided(let g, _): g.stop(fade: fade)
+        }
+    }
+}
+
+/// What the daemon plays: the coordinator, the store, the session now playing, and a
+/// guided meditation that a timer preempted (kept to be resumed). Every method runs on the
+/// daemon's loop thread; the coordinator's handlers touch only `HostedSession`.
+final class SessionHost {
+    let store: LibraryStore
+    let coordinator = AudioSessionCoordinator()
+    let log: Logger
+    private(set) var active: HostedSession?
+    /// A guided meditation paused by a timer: its id, the file position and the device.
+    private(set) var suspended: (meditation: Meditation, position: Int64, device: String)?
+    private var lastEnded: JSON?
+    private var nextID = 1
+    private var lastStateKey = ""
+    private var events: [JSON] = []
+
+    init(store: LibraryStore, log: Logger) {
+        self.store = store
+        self.log = log
+    }
+
+    var isIdle: Bool { active == nil }
+
+    /// Events produced since the last call (state changes, ended sessions).
+    func takeEvents() -> [JSON] {
+        defer { events.removeAll() }
+        return events
+    }
+
+    // MARK: commands
+
+    func handle(_ command: ControlCommand, _ args: [String: JSON]) throws(HostError) -> JSON {
+        defer { reap() }
+        switch command {
+        case .status:
+            return status()
+        case .pause:
+            guard let s = active else { throw HostError(.noSession, "nothing is playing") }
+            s.engine.pause()
+            log.info("session \(s.id) paused")
+            return status()
+        case .resume:
+            return try resume()
+        case .stop:
+            guard let s = active else { throw HostError(.noSession, "nothing is playing") }
+            s.markEnding(.stopped)
+            // A paused engine has nothing to fade and finishes at once.
+            s.engine.fadeOutAndFinish(over: Int64(s.engine.sampleRate))
+            log.info("session \(s.id) stopping")
+            return status()
+        case .seek:
+            return try seek(args)
+        case .timer:
+            return try startTimer(args)
+        case .play:
+            return try startGuided(args)
+        case .subscribe, .unsubscribe:
+            return .object([:])      // the server keeps subscriptions
+        }
+    }
+
+    private func resume() throws(HostError) -> JSON {
+        if let s = active {
+            if s.engine.state == .paused {
+                s.engine.resume()
+                log.info("session \(s.id) resumed")
+                return status()
+            }
+            if let pending = suspended {
+                throw HostError(.badArguments, "a \(s.source.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)")
+            }
+            throw HostError(.badArguments, "not paused")
+        }
+        guard let pending = suspended else { throw HostError(.noSession, "nothing is paused") }
+        let from = max(0, pending.position - (pending.meditation.trimStart ?? 0))
+        return try startGuided(meditation: pending.meditation, from: from, preparation: 0, device: pending.device, preview: false)
+    }
+
+    private func seek(_ args: [String: JSON]) throws(HostError) -> JSON {
+        guard let s = active else { throw HostError(.noSession, "nothing is playing") }
+        guard case .guided(let g, _) = s.kind else {
+            throw HostError(.badArguments, "a timer keeps its time; seek works on guided meditations")
+        }
+        if let by = args["by"]?.number {
+            g.seek(by: Int64(by))
+        } else if let to = args["to"]?.number, to >= 0 {
+            g.seek(toFile: Int64(to))
+        } else {
+            throw HostError(.badArguments, "seek needs {\"by\": milliseconds} or {\"to\": milliseconds}")
+        }
+        return status()
+    }
+
+    private func startTimer(_ args: [String: JSON]) throws(HostError) -> JSON {
+        var options: [String: String] = [:]
+        if case .object(let o)? = args["options"] {
+            for (k, v) in o {
+                guard let text = v.string else { throw HostError(.badArguments, "option \(k) must be a string") }
+                options[k] = text
+            }
+        }
+        let catalog: SoundCatalog
+        let configuration: TimerConfiguration
+        do {
+            catalog = try SoundCatalog.withCustomSounds(store: store)
+            configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
+        } catch {
+            throw HostError(error)
+        }
+        let id = claim(.timer)
+        let session: TimerSession
+        do {
+            session = try TimerSession(configuration: configuration, catalog: catalog,
+                                       output: .device(DeviceConfiguration(name: configuration.device)))
+            try session.start()
+        } catch {
+            coordinator.release(.timer)
+            throw HostError(error)
+        }
+        begin(HostedSession(id: id, source: .timer, kind: .timer(session)))
+        log.info("session \(id): timer of \(TimeText.clock(configuration.duration)) on \(configuration.device)")
+        return status()
+    }
+
+    private func startGuided(_ args: [String: JSON]) throws(HostError) -> JSON {
+        guard let key = args["id"]?.string else { throw HostError(.badArguments, "play needs {\"id\": \"UUID or name\"}") }
+        let preview = args["preview"] == .bool(true)
+        let m: Meditation
+        do { m = try store.find(key) } catch { throw HostError(error) }
+        var from = Int64(args["from"]?.number ?? 0)
+        if args["resume"] == .bool(true), let last = m.lastPosition { from = last - (m.trimStart ?? 0) }
+        let preparation = Int64(args["preparation"]?.number ?? 0)
+        guard from >= 0, preparation >= 0 else { throw HostError(.badArguments, "from and preparation cannot be negative") }
+        let device: String
+        if let d = args["device"]?.string {
+            device = d
+        } else {
+            do { device = try Settings.load().value("device") } catch { throw HostError(error) }
+        }
+        return try startGuided(meditation: m, from: from, preparation: preparation, device: device, preview: preview)
+    }
+
+    private func startGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
+                             preview: Bool) throws(HostError) -> JSON {
+        let source: AudioSource = preview ? .preview : .guided
+        let id = claim(source)
+        if !preview { suspended = nil }
+        let session: GuidedSession
+        do {
+            let catalog = try SoundCatalog.withCustomSounds(store: store)
+            let output = SessionOutput.device(DeviceConfiguration(name: device))
+            if preview {
+                let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
+                let window = min(10_000, trimEnd - trimStart)
+                session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
+                                            from: (trimEnd - trimStart) / 2 - window / 2, window: window)
+            } else {
+                session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
+                                            preparation: preparation, from: from)
+            }
+            try session.start()
+        } catch {
+            coordinator.release(source)
+            throw HostError(error)
+        }
+        begin(HostedSession(id: id, source: source, kind: .guided(session, device: device)))
+        log.info("session \(id): \(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
+        return status()
+    }
+
+    /// Takes the device for `source`: the session playing now ends first (a timer stops,
+    /// a guided meditation is kept to be resumed; a session of the same kind is replaced).
+    private func claim(_ source: AudioSource) -> Int {
+        if let s = active, s.source == source {
+            s.markEnding(.replaced)
+            s.stopNow(fade: 0.3)
+        }
+        coordinator.request(source) { _ in }
+        reap()
+        defer { nextID += 1 }
+        return nextID
+    }
+
+    private func begin(_ session: HostedSession) {
+        active = session
+        // Re-register with the handler that knows this session: another source's request
+        // stops it (or pauses a guided meditation, which is kept to be resumed).
+        coordinator.request(session.source) { [session] requester in
+            session.markEnding(.preempted(by: requester))
+            session.stopNow(fade: 0.5)
+        }
+        reap()
+    }
+
+    // MARK: the loop's tick
+
+    /// Ends a session whose engine is done, and notes state changes as events.
+    func reap() {
+        if let s = active {
+            let engineState = s.engine.state
+            if engineState == .finished || engineState == .stopped || engineState == .failed {
+                finish(s, engineState: engineState)
+            }
+        }
+        let key = stateKey()
+        if key != lastStateKey {
+            lastStateKey = key
+            events.append(.object(["event": .string("state"), "data": status()]))
+        }
+    }
+
+    private func finish(_ s: HostedSession, engineState: AudioEngine.State) {
+        let errors = s.engine.errors
+        var reason = s.endReason ?? .completed
+        if engineState == .failed || !errors.isEmpty {
+            reason = .failed(errors.map(\.description).first ?? "the sound device failed")
+        }
+        var info: [String: JSON] = ["session": .number(Double(s.id)), "source": .string(s.source.rawValue),
+                                    "reason": .string(reason.name)]
+        if case .preempted(let by) = reason { info["by"] = .string(by.rawValue) }
+        if case .failed(let message) = reason { info["message"] = .string(message) }
+        if case .guided(let g, let device) = s.kind {
+            let position = g.filePosition
+            info["position"] = .number(Double(position))
+            if s.source == .guided {
+                do { try g.savePosition() } catch { log.error("cannot save the position: \(error.description)") }
+                if case .preempted = reason, g.position < g.voiceEnd {
+                    suspended = (g.meditation, position, device)
+                }
+            }
+        }
+        s.engine.stop()
+        coordinator.release(s.source)
+        active = nil
+        let ended = JSON.object(["event": .string("ended"), "data": .object(info)])
+        lastEnded = .object(info)
+        events.append(ended)
+        if case .failed(let message) = reason {
+            log.error("session \(s.id) failed: \(message)")
+        } else {
+            log.info("session \(s.id) \(reason.name)")
+        }
+    }
+
+    /// Ends the session playing now (SIGTERM): a 1-s fade, the position saved, the device released.
+    func shutdown() {
+        guard let s = active else { return }
+        s.markEnding(.stopped)
+        s.stopNow(fade: 1.0)
+        reap()
+    }
+
+    private func stateKey() -> String {
+        guard let s = active else { return "idle|\(suspended?.meditation.id ?? "")" }
+        let paused = s.engine.state == .paused
+        switch s.kind {
+        case .timer(let t): return "\(s.id)|\(t.plan.state(at: t.position).rawValue)|\(paused)"
+        case .guided: return "\(s.id)|guided|\(paused)"
+        }
+    }
+
+    // MARK: status
+
+    /// What is playing, as the answer to `status` and the payload of events.
+    func status() -> JSON {
+        var o: [String: JSON] = [:]
+        if let p = suspended {
+            o["suspended"] = .object(["id": .string(p.meditation.id), "name": .string(p.meditation.name),
+                                      "position": .number(Double(p.position))])
+        }
+        if let e = lastEnded { o["lastEnded"] = e }
+        guard let s = active else {
+            o["state"] = .string("idle")
+            return .object(o)
+        }
+        let engine = s.engine
+        o["session"] = .number(Double(s.id))
+        o["source"] = .string(s.source.rawValue)
+        o["paused"] = .bool(engine.state == .paused)
+        if let stats = engine.statistics {
+            o["underruns"] = .number(Double(stats.xruns))
+            o["device"] = .string(engine.deviceInfo?.name ?? "")
+        }
+        switch s.kind {
+        case .timer(let t):
+            let p = t.position
+            let plan = t.plan
+            o["state"] = .string(plan.state(at: p).rawValue)
+            o["elapsed"] = .number(Double(plan.elapsed(at: p)))
+            o["remaining"] = .number(Double(plan.remaining(at: p)))
+            o["duration"] = .number(Double(t.configuration.duration))
+            if let next = plan.nextGong(after: p), next > plan.meditationStart {
+                o["nextGong"] = .number(Double(plan.milliseconds(next - plan.meditationStart)))
+            }
+        case .guided(let g, _):
+            let m = g.meditation
+            o["state"] = .string(g.position < g.voiceStart ? "preparation" : "playing")
+            o["meditation"] = .object(["id": .string(m.id), "name": .string(m.name), "teacher": .string(m.teacher)])
+            o["position"] = .number(Double(g.filePosition))
+            o["duration"] = .number(Double(m.trimEnd ?? m.durationMilliseconds))
+        }
+        return .object(o)
+    }
+}

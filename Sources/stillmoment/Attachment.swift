@@ -1,0 +1,163 @@
+import ArgumentParser
+import Glibc
+import StillMomentControl
+import StillMomentCore
+
+/// Follows one session in the daemon. On a terminal: the live line, redrawn from the
+/// daemon's progress events, and keys that control the session (q stops it; d, Ctrl-C,
+/// a closed terminal or a killed client only detach: the session plays on). Without a
+/// terminal: one line per change. Returns the exit code once the session ends.
+struct Attachment {
+    let client: ControlClient
+    let session: Int
+    var status: JSON
+
+    init(client: ControlClient, session: Int, status: JSON) {
+        self.client = client
+        self.session = session
+        self.status = status
+    }
+
+    mutating func run() -> Int32 {
+        let signals = StopSignals()
+        let interactive = Console.isTerminal
+        let view = TerminalView(interactive: interactive)
+        defer { view.restore() }
+        var lastPlain = ""
+        while true {
+            if signals.received != nil {
+                if interactive { view.finishLine(StatusText.live(status, keys: false)) }
+                Console.out("detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)")
+                return 0
+            }
+            if interactive {
+                view.show(StatusText.live(status, keys: true))
+            } else {
+                let line = StatusText.summary(status)
+                if StatusText.changeKey(status) != lastPlain {
+                    lastPlain = StatusText.changeKey(status)
+                    Console.out(line)
+                }
+            }
+            do {
+                if interactive, let key = view.key(timeoutMs: 30) {
+                    switch key {
+                    case .space:
+                        status = try client.request(status["paused"] == .bool(true) ? .resume : .pause)
+                    case .left: status = try client.request(.seek, ["by": .number(-15_000)])
+                    case .right: status = try client.request(.seek, ["by": .number(15_000)])
+                    case .quit: try client.request(.stop)
+                    case .detach:
+                        view.finishLine(StatusText.live(status, keys: false))
+                        Console.out("detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)")
+                        return 0
+                    }
+                }
+                guard let event = try client.nextEvent(timeoutMs: interactive ? 70 : 200) else { continue }
+                let data = event["data"] ?? .null
+                switch event["event"]?.string {
+                case "ended" where data["session"]?.number == Double(session):
+                    if interactive { view.finishLine(StatusText.live(status, keys: false)) }
+                    return ended(data)
+                case "progress", "state":
+                    if data["session"]?.number == Double(session) { status = data }
+                default:
+                    break
+                }
+            } catch {
+                if case .refused(_, let message) = error {
+                    // A key the session cannot take (seek in a timer): say so and go on.
+                    if interactive { view.finishLine(StatusText.live(status, keys: false)) }
+                    Console.err(message)
+                    continue
+                }
+                if interactive { view.finishLine(StatusText.live(status, keys: false)) }
+                Console.err("error: \(error.description)")
+                return Exit.failure
+            }
+        }
+    }
+
+    /// The last line: how and why the session ended.
+    private func ended(_ data: JSON) -> Int32 {
+        let source = data["source"]?.string ?? ""
+        let position = data["position"]?.number.map { " at " + TimeText.clock(Int64($0)) } ?? ""
+        switch data["reason"]?.string {
+        case "completed":
+            Console.out(TimerState.completed.name())
+        case "stopped":
+            Console.out(TimerState.stopped.name() + position)
+        case "replaced":
+            Console.out("stopped: a new \(source == "timer" ? "timer" : "session") replaced it")
+        case "preempted":
+            let by = data["by"]?.string ?? "another session"
+            let taker = by == "timer" ? "a timer" : by == "preview" ? "a preview" : "a guided meditation"
+            if source == "guided" {
+                Console.out("paused\(position): \(taker) took the sound; `stillmoment resume` continues once it ends")
+            } else {
+                Console.out("stopped: \(taker) took the sound")
+            }
+        default:
+            Console.err("error: \(data["message"]?.string ?? "the session failed")")
+            return Exit.failure
+        }
+        return 0
+    }
+}
+
+/// Status objects as text.
+enum StatusText {
+    /// One line for `status`, `pause` … and for scripts following a session.
+    static func summary(_ s: JSON) -> String {
+        let paused = s["paused"] == .bool(true) ? " (paused)" : ""
+        switch s["source"]?.string {
+        case "timer":
+            let state = s["state"]?.string.flatMap(TimerState.init(rawValue:))?.name() ?? "timer"
+            var parts = ["timer: \(state)\(paused)", "elapsed \(clock(s["elapsed"]))", "left \(clock(s["remaining"]))"]
+            if let next = s["nextGong"] { parts.append("next gong at \(clock(next))") }
+            return parts.joined(separator: "  ")
+        case "guided", "preview":
+            let m = s["meditation"] ?? .null
+            let who = (m["teacher"]?.string).map { $0.isEmpty ? "" : "\($0) – " } ?? ""
+            let verb = s["source"]?.string == "preview" ? "preview" : s["state"]?.string == "preparation" ? "preparing" : "playing"
+            return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(clock(s["position"])) / \(clock(s["duration"]))"
+        default:
+            return "idle"
+        }
+    }
+
+    /// What a script's line changes with (not the clock).
+    static func changeKey(_ s: JSON) -> String {
+        "\(s["source"]?.string ?? "")|\(s["state"]?.string ?? "")|\(s["paused"] == .bool(true))"
+    }
+
+    /// The live line on a terminal.
+    static func live(_ s: JSON, keys: Bool) -> String {
+        let icon = s["paused"] == .bool(true) ? "⏸" : "▶"
+        var line: String
+        if s["source"]?.string == "timer" {
+            let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
+            var parts = ["\(icon) \(state.name())"]
+            if state == .preparation {
+                parts.append("starts in \(clock(s["remaining"]))")
+            } else {
+                parts.append("elapsed \(clock(s["elapsed"]))")
+                parts.append("left \(clock(s["remaining"]))")
+                if let next = s["nextGong"] { parts.append("next gong at \(clock(next))") }
+            }
+            line = parts.joined(separator: "   ")
+            if keys { line += "   [space] pause  [q] stop  [d] detach" }
+        } else {
+            let m = s["meditation"] ?? .null
+            let total = s["duration"]?.number ?? 0
+            let pos = s["position"]?.number ?? 0
+            let width = 30
+            let filled = total > 0 ? min(width, Int(Double(width) * pos / total)) : 0
+            line = "\(icon) \(m["name"]?.string ?? "")  [\(String(repeating: "=", count: filled))\(String(repeating: " ", count: width - filled))] \(clock(s["position"])) / \(clock(s["duration"]))"
+            if keys { line += "   [space] pause  [←/→] 15 s  [q] stop  [d] detach" }
+        }
+        return line
+    }
+
+    private static func clock(_ v: JSON?) -> String { TimeText.clock(Int64(v?.number ?? 0)) }
+}

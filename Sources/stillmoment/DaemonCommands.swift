@@ -1,0 +1,206 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentControl
+import StillMomentCore
+
+struct DaemonCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the daemon that owns the sound device (in the foreground, for systemd).",
+        discussion: """
+            `timer`, `play` and `preview` start one when none runs. It listens on \
+            $XDG_RUNTIME_DIR/stillmoment/control.sock and logs to stderr (the journal under systemd).
+            """
+    )
+
+    @Flag(name: .customLong("on-demand"), help: .hidden) var onDemand = false
+
+    func run() throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .info
+            return handler
+        }
+        let log = Logger(label: "stillmoment.daemon")
+        var options = Daemon.Options(onDemand: onDemand)
+        if let idle = ProcessInfo.processInfo.environment["STILLMOMENT_IDLE_EXIT"], let seconds = Double(idle) {
+            options.idleExit = seconds
+        }
+        signal(SIGXFSZ, SIG_IGN)
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(options: options, log: log)
+        } catch {
+            // Two clients may start a daemon at once: the one that lost the race just leaves.
+            if case .refused(code: "running", _) = error, onDemand {
+                log.info("\(error.description): leaving it to serve")
+                return
+            }
+            throw Console.fail(error.description)
+        }
+        daemon.run()
+    }
+}
+
+/// Connects to the daemon; `start` starts one if none runs. Exits 1 with one line on failure.
+func connectDaemon(start: Bool) throws -> ControlClient {
+    do {
+        let client = try ControlClient.connect(startIfNeeded: start)
+        if start, !client.daemonHome.isEmpty, client.daemonHome != Paths.home,
+           realPath(client.daemonHome) != realPath(Paths.home) {
+            throw Console.fail("the running daemon (pid \(client.daemonPID)) uses the store \(client.daemonHome), not \(Paths.home); stop it with `kill \(client.daemonPID)` or use the same STILLMOMENT_HOME")
+        }
+        return client
+    } catch let error as ControlError {
+        throw Console.fail(error.description)
+    }
+}
+
+private func realPath(_ path: String) -> String {
+    guard let p = realpath(path, nil) else { return path }
+    defer { free(p) }
+    return String(cString: p)
+}
+
+/// A refused request as an exit: a device that cannot open exits 3, bad input 2, nothing playing 1.
+func failure(_ error: ControlError) -> ExitCode {
+    if case .refused(let code, let message) = error {
+        switch code {
+        case "device": return Console.fail(message, code: Exit.device)
+        case "bad-arguments", "unknown-command": return Console.fail(message, code: Exit.usage)
+        default: return Console.fail(message)
+        }
+    }
+    return Console.fail(error.description)
+}
+
+/// Sends a session to the daemon (starting one if needed), then follows it unless detached.
+func submit(_ command: ControlCommand, _ args: [String: JSON], detach: Bool, what: String) throws {
+    let client = try connectDaemon(start: true)
+    do {
+        if !detach { try client.request(.subscribe) }    // before the start: no event is missed
+        let status = try client.request(command, args)
+        let session = Int(status["session"]?.number ?? 0)
+        if detach {
+            Console.out("started \(what) (session \(session), daemon pid \(client.daemonPID)); `stillmoment attach` follows it, `stillmoment stop` ends it")
+            return
+        }
+        var attachment = Attachment(client: client, session: session, status: status)
+        let code = attachment.run()
+        if code != 0 { throw ExitCode(code) }
+    } catch let error as ControlError {
+        throw failure(error)
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show what the daemon is playing.")
+    @Flag(help: "Print the daemon's status object as JSON.") var json = false
+
+    func run() throws {
+        let status: JSON
+        do {
+            status = try ControlClient.connect().request(.status)
+        } catch {
+            guard error == .noDaemon else { throw failure(error) }
+            Console.out(json ? jsonText(.object(["state": .string("idle"), "daemon": .null])) : "idle (no daemon running)")
+            return
+        }
+        if json {
+            Console.out(jsonText(status))
+            return
+        }
+        Console.out(StatusText.summary(status))
+        if let s = status["suspended"], let name = s["name"]?.string {
+            Console.out("paused by a timer: \(name) at \(TimeText.clock(Int64(s["position"]?.number ?? 0))); `stillmoment resume` continues it once nothing else plays")
+        }
+    }
+}
+
+/// pause, resume, stop: one request each.
+protocol SimpleControlCommand: ParsableCommand {
+    static var command: ControlCommand { get }
+}
+
+extension SimpleControlCommand {
+    func run() throws {
+        do {
+            let status = try ControlClient.connect().request(Self.command)
+            Console.out(StatusText.summary(status))
+        } catch {
+            throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
+        }
+    }
+}
+
+struct PauseCommand: SimpleControlCommand {
+    static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause the session playing now.")
+    static let command = ControlCommand.pause
+}
+
+struct ResumeCommand: SimpleControlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume",
+        abstract: "Resume a paused session (or the guided meditation a timer paused).")
+    static let command = ControlCommand.resume
+}
+
+struct StopCommand: SimpleControlCommand {
+    static let configuration = CommandConfiguration(commandName: "stop", abstract: "Stop the session (a 1-s fade).")
+    static let command = ControlCommand.stop
+}
+
+struct SeekCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "seek",
+        abstract: "Move within the guided meditation playing now: +15s, -15s, or a position like 12:30.")
+    @Argument(parsing: .allUnrecognized, help: "+15s, -15s, or MM:SS") var target: [String] = []
+
+    func run() throws {
+        let words = target.filter { $0 != "--" }
+        guard words.count == 1, let text = words.first else {
+            throw Console.fail("seek takes one position: +15s, -15s or MM:SS", code: Exit.usage)
+        }
+        var args: [String: JSON] = [:]
+        do {
+            if text.hasPrefix("+") || text.hasPrefix("-") {
+                let ms = try TimeText.parse(String(text.dropFirst()))
+                args["by"] = .number(Double(text.hasPrefix("-") ? -ms : ms))
+            } else {
+                args["to"] = .number(Double(try TimeText.parse(text)))
+            }
+        } catch {
+            throw Console.fail("seek: \(error.description)", code: Exit.usage)
+        }
+        do {
+            let status = try ControlClient.connect().request(.seek, args)
+            Console.out(StatusText.summary(status))
+        } catch {
+            throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
+        }
+    }
+}
+
+struct AttachCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "attach",
+        abstract: "Follow the session playing now, with its live view and keys.",
+        discussion: "On a terminal: space pauses or resumes, left/right seek 15 s, q stops, d (or Ctrl-C) detaches and leaves it playing.")
+
+    func run() throws {
+        let client: ControlClient
+        let status: JSON
+        do {
+            client = try ControlClient.connect()
+            status = try client.request(.subscribe)
+        } catch {
+            throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
+        }
+        guard let session = status["session"]?.number else { throw Console.fail("nothing is playing") }
+        var attachment = Attachment(client: client, session: Int(session), status: status)
+        let code = attachment.run()
+        if code != 0 { throw ExitCode(code) }
+    }
+}
