@@ -6,11 +6,14 @@ DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev libebur128-dev libxxhash-dev libsqlite3-dev
-DEB_TEST := $(DEB_BUILD) lame sox python3
+DEB_TEST := $(DEB_BUILD) lame sox python3 util-linux pulseaudio pulseaudio-utils libasound2-plugins
 DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps deps-test deps-bench build release run test bench fuzz clean
+BINDIR := $(PREFIX)/bin
+DATADIR := $(PREFIX)/share
+
+.PHONY: deps deps-test deps-bench build release run test bench fuzz install uninstall clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -24,8 +27,9 @@ deps-bench:
 build: deps
 	$(SWIFT) build
 
+# The Swift runtime linked in statically: one binary to copy to a Pi, and a smaller RSS.
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --static-swift-stdlib
 
 # The main job: a 1-minute session with interval gongs every 20 s and the forest
 # ambience on the default ALSA device (or, with no sound card, rendered to session.wav).
@@ -36,6 +40,7 @@ test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	bash Tests/cli/library-faults.sh
+	python3 Tests/cli/daemon-tests.py
 
 bench: deps-bench release
 	@rm -f bench-out/results.txt
@@ -50,6 +55,27 @@ bench: deps-bench release
 # decoder, FUZZ_SECONDS each.
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# The release binary, the bundled sounds, the systemd user unit and shell completions.
+install: release
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/stillmoment/Sounds \
+	    $(DESTDIR)$(PREFIX)/lib/systemd/user $(DESTDIR)$(DATADIR)/bash-completion/completions \
+	    $(DESTDIR)$(DATADIR)/zsh/site-functions $(DESTDIR)$(DATADIR)/fish/vendor_completions.d
+	install -m 0755 .build/release/stillmoment $(DESTDIR)$(BINDIR)/stillmoment
+	install -m 0644 Sounds/sounds.json Sounds/*.mp3 Sounds/*.m4a $(DESTDIR)$(DATADIR)/stillmoment/Sounds/
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/stillmoment.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service
+	.build/release/stillmoment --generate-completion-script bash > $(DESTDIR)$(DATADIR)/bash-completion/completions/stillmoment
+	.build/release/stillmoment --generate-completion-script zsh > $(DESTDIR)$(DATADIR)/zsh/site-functions/_stillmoment
+	.build/release/stillmoment --generate-completion-script fish > $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/stillmoment.fish
+	@echo "installed under $(DESTDIR)$(PREFIX); enable the daemon with: systemctl --user enable --now stillmoment"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/stillmoment $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service \
+	    $(DESTDIR)$(DATADIR)/bash-completion/completions/stillmoment \
+	    $(DESTDIR)$(DATADIR)/zsh/site-functions/_stillmoment \
+	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/stillmoment.fish
+	rm -rf $(DESTDIR)$(DATADIR)/stillmoment
 
 clean:
 	rm -rf .build bench-out

@@ -7,6 +7,13 @@ public enum ControlPaths {
     public static var folder: String {
         let env = ProcessInfo.processInfo.environment
         if let runtime = env["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/stillmoment" }
+        // cron and `su` leave XDG_RUNTIME_DIR unset, but systemd's folder for this user
+        // (where the service's daemon listens) may well exist.
+        let systemd = "/run/user/\(getuid())"
+        var st = stat()
+        if lstat(systemd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid() {
+            return systemd + "/stillmoment"
+        }
         return "/tmp/stillmoment-\(getuid())"
     }
 

@@ -258,6 +258,9 @@ public final class Daemon {
             }
             send(c, .object(["id": .number(Double(id)), "result": result]))
         }
+        // The changes this request made reach subscribers now, after its answer and
+        // before anything a later request does.
+        broadcast(host.takeEvents())
     }
 
     // MARK: writing

@@ -362,7 +362,9 @@ final class SessionHost {
         o["source"] = .string(s.source.rawValue)
         o["paused"] = .bool(engine.state == .paused)
         if let stats = engine.statistics {
-            o["underruns"] = .number(Double(stats.xruns))
+            // Underruns: those the device reported, and those we prevented by writing
+            // silence because the ring ran dry (both mean the producer was late).
+            o["underruns"] = .number(Double(stats.xruns + stats.silenceEvents))
             o["device"] = .string(engine.deviceInfo?.name ?? "")
         }
         switch s.kind {

@@ -112,8 +112,11 @@ enum StatusText {
         let paused = s["paused"] == .bool(true) ? " (paused)" : ""
         switch s["source"]?.string {
         case "timer":
-            let state = s["state"]?.string.flatMap(TimerState.init(rawValue:))?.name() ?? "timer"
-            var parts = ["timer: \(state)\(paused)", "elapsed \(clock(s["elapsed"]))", "left \(clock(s["remaining"]))"]
+            let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
+            if state == .preparation {
+                return "timer: \(state.name())\(paused)  starts in \(clock(s["remaining"]))"
+            }
+            var parts = ["timer: \(state.name())\(paused)", "elapsed \(clock(s["elapsed"]))", "left \(clock(s["remaining"]))"]
             if let next = s["nextGong"] { parts.append("next gong at \(clock(next))") }
             return parts.joined(separator: "  ")
         case "guided", "preview":
