@@ -48,6 +48,7 @@ bench: deps-bench release
 	@bash bench/timer.sh
 	@bash bench/import.sh
 	@bash bench/paced.sh
+	@BIN=.build/release/stillmoment python3 bench/latency.py
 	@bash bench/memory.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
@@ -61,7 +62,7 @@ install: release
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/stillmoment/Sounds \
 	    $(DESTDIR)$(PREFIX)/lib/systemd/user $(DESTDIR)$(DATADIR)/bash-completion/completions \
 	    $(DESTDIR)$(DATADIR)/zsh/site-functions $(DESTDIR)$(DATADIR)/fish/vendor_completions.d
-	install -m 0755 .build/release/stillmoment $(DESTDIR)$(BINDIR)/stillmoment
+	install -s -m 0755 .build/release/stillmoment $(DESTDIR)$(BINDIR)/stillmoment
 	install -m 0644 Sounds/sounds.json Sounds/*.mp3 Sounds/*.m4a $(DESTDIR)$(DATADIR)/stillmoment/Sounds/
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/stillmoment.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service

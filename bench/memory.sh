@@ -15,7 +15,7 @@ export STILLMOMENT_HOME="$BENCH_OUT/home"
 samples="$BENCH_OUT/rss.txt"
 : > "$samples"
 
-"$BIN/stillmoment" timer "${MEMORY_MINUTES}m" --preparation off --interval 5m --strikes 3 --ambience forest \
+"$BIN/stillmoment" timer "${MEMORY_MINUTES}m" --foreground --preparation off --interval 5m --strikes 3 --ambience forest \
     --device "$MEMORY_DEVICE" </dev/null >/dev/null 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null' EXIT

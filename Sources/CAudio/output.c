@@ -227,6 +227,12 @@ static int configure(sm_output *o, const sm_output_config *c, sm_error *e) {
     o->info.buffer_frames = (uint32_t)buffer_size;
     o->info.period_frames = (uint32_t)period_size;
     o->info.can_pause = snd_pcm_hw_params_can_pause(hw);
+    /* External (ioplug/extplug) devices such as pulse hand each write to another process
+     * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
+     * already holds, so a "rewound" ramp would repeat audio and click. On those the
+     * ramp goes after what is queued instead. */
+    snd_pcm_type_t type = snd_pcm_type(o->pcm);
+    o->info.can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
 
     CHECK(snd_pcm_sw_params_current(o->pcm, sw), "software parameters");
     snd_pcm_uframes_t start = buffer_size > period_size ? buffer_size - period_size : period_size;
@@ -487,6 +493,7 @@ static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
  * (snd_pcm_rewind), so that what we write next is heard within a few ms. The frames
  * taken back are played again from the history. */
 static void take_back(sm_output *o) {
+    if (!o->info.can_rewind) return;
     snd_pcm_state_t st = snd_pcm_state(o->pcm);
     if (st != SND_PCM_STATE_RUNNING && st != SND_PCM_STATE_PREPARED) return;
     /* Only what is queued and not yet heard may be taken back: never more than the

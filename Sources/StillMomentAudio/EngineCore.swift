@@ -161,12 +161,19 @@ final class EngineCore: @unchecked Sendable {
             setState(.paused)
         case .resume:
             guard currentState == .paused else { break }
-            if let output { _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_RESUME.rawValue)), 2000) }
+            if let output {
+                // The ring was emptied at the pause: fill a quarter of a second before the
+                // device starts again, or it would run dry at once and play silence.
+                fill(upTo: UInt32(sampleRate / 4))
+                _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_RESUME.rawValue)), 2000)
+            }
             setState(.running)
         case .seek(let frame):
             let s = currentState
             if output != nil, s == .running {
                 haltOutput(request: SM_REQ_FLUSH, thenAt: frame)
+                // The device keeps only a few ms after the flush: refill before it runs dry.
+                fill(upTo: UInt32(sampleRate / 20))
             } else {
                 rebase(at: frame)
             }
@@ -319,11 +326,14 @@ final class EngineCore: @unchecked Sendable {
     /// Makes sure the ring holds the frames the output thread's 5-ms ramp-out will fade
     /// (10 ms), so that a pause or seek right after the ring ran low still fades real
     /// audio rather than stopping short.
-    private func topUpForRamp() {
+    private func topUpForRamp() { fill(upTo: UInt32(sampleRate / 100)) }
+
+    /// Renders until the ring holds `target` frames (or is full, or the session ends).
+    private func fill(upTo target: UInt32) {
         guard let output else { return }
         let ring = sm_output_ring(output)
-        let needed = UInt32(sampleRate / 100)
-        while sm_ring_readable(ring) < needed, sm_ring_writable(ring) >= UInt32(blockFrames) {
+        let goal = min(target, sm_ring_capacity(ring) - UInt32(blockFrames))
+        while sm_ring_readable(ring) < goal, sm_ring_writable(ring) >= UInt32(blockFrames) {
             let t = renderFrame.load(ordering: .relaxed)
             var n = blockFrames
             if let end { n = Int(min(Int64(n), end - t)) }

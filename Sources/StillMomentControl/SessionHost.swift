@@ -365,6 +365,9 @@ final class SessionHost {
             // Underruns: those the device reported, and those we prevented by writing
             // silence because the ring ran dry (both mean the producer was late).
             o["underruns"] = .number(Double(stats.xruns + stats.silenceEvents))
+            o["xruns"] = .number(Double(stats.xruns))
+            o["silences"] = .number(Double(stats.silenceEvents))
+            o["realtime"] = .bool(stats.realtime == true)
             o["device"] = .string(engine.deviceInfo?.name ?? "")
         }
         switch s.kind {

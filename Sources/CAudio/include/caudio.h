@@ -88,6 +88,7 @@ typedef struct sm_output_info {
     uint32_t ring_frames;
     int format;              /* sm_sample_format */
     int can_pause;           /* the hardware supports snd_pcm_pause */
+    int can_rewind;          /* queued audio can be taken back (not on ioplug/extplug such as pulse) */
 } sm_output_info;
 
 typedef struct sm_output_stats {
