@@ -46,6 +46,8 @@ final class EngineCore: @unchecked Sendable {
     private var end: Int64?
     /// A fade at the consumer in progress (its request number).
     private var fadeRequest: UInt32?
+    /// A fade to the end (a stop) is under way at the consumer: pause and seek end it.
+    private var stopping: Bool { fadeRequest != nil }
     private var block: [Float]
     private let blockFrames: Int
 
@@ -157,8 +159,10 @@ final class EngineCore: @unchecked Sendable {
             if currentState == .finished, let e, e > t { reopen() }
         case .pause:
             guard currentState == .running else { break }
+            // A pause during the fade of a stop ends the session there (the stop stands).
+            let ending = stopping
             if output != nil { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
-            setState(.paused)
+            setState(ending ? .finished : .paused)
         case .resume:
             guard currentState == .paused else { break }
             if let output {
@@ -170,6 +174,12 @@ final class EngineCore: @unchecked Sendable {
             setState(.running)
         case .seek(let frame):
             let s = currentState
+            if stopping {
+                // The session is fading out to its end: a seek does not bring it back.
+                haltOutput(request: SM_REQ_PAUSE, thenAt: nil)
+                setState(.finished)
+                break
+            }
             if output != nil, s == .running {
                 haltOutput(request: SM_REQ_FLUSH, thenAt: frame)
                 // The device keeps only a few ms after the flush: refill before it runs dry.

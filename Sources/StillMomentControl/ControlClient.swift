@@ -45,7 +45,16 @@ public final class ControlClient {
     }
 
     private func hello() throws(ControlError) {
-        try write(.object(["hello": .object(["version": .number(Double(ControlProtocol.version)), "client": .string("stillmoment")])]))
+        do {
+            try write(.object(["hello": .object(["version": .number(Double(ControlProtocol.version)), "client": .string("stillmoment")])]))
+        } catch {
+            // A daemon that refuses us (another user, too many clients) says why and closes
+            // at once, possibly before our hello went out: its reason is still to be read.
+            if let m = try? readMessage(timeoutMs: 500, allowTimeout: true), let refusal = m["error"] {
+                throw Self.refusal(refusal)
+            }
+            throw error
+        }
         let answer = try readMessage(timeoutMs: 10_000)
         if let error = answer["error"] { throw Self.refusal(error) }
         guard let h = answer["hello"] else { throw ControlError.lost("the daemon did not say hello") }

@@ -164,6 +164,8 @@ public final class Daemon {
             if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
             if revents & Int16(POLLOUT) != 0 { flush(c) }
         }
+        // Clients that just hung up leave before new ones are counted against the limit.
+        reapClients()
         if fds[0].revents & Int16(POLLIN) != 0 { acceptAll() }
     }
 
