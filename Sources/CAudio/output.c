@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <alsa/asoundlib.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -130,6 +131,9 @@ static void alsa_error_handler(const char *file, int line, const char *function,
     va_start(ap, fmt);
     vsnprintf(alsa_last_message, sizeof alsa_last_message, fmt, ap);
     va_end(ap);
+    /* Plugins end some messages with a newline (pulse does); ours are one line. */
+    size_t n = strlen(alsa_last_message);
+    while (n > 0 && isspace((unsigned char)alsa_last_message[n - 1])) alsa_last_message[--n] = '\0';
 }
 
 static int futex_wait(_Atomic uint32_t *addr, uint32_t expected, int timeout_ms) {

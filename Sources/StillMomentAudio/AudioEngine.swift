@@ -234,9 +234,10 @@ public final class AudioEngine: Sendable {
 
 extension DeviceError {
     init(_ e: sm_error, device: String) {
+        // One line, whatever an ALSA plugin put in its message.
         let message = withUnsafeBytes(of: e.message) { raw in
             String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-        }
+        }.split(whereSeparator: \.isNewline).joined(separator: " ")
         let kind: Kind
         switch UInt32(e.code) {
         case SM_ERR_NO_DEVICE.rawValue: kind = .noDevice
