@@ -9,11 +9,12 @@ DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev lib
 DEB_TEST := $(DEB_BUILD) lame sox python3 util-linux pulseaudio pulseaudio-utils libasound2-plugins
 DEB_BENCH := $(DEB_BUILD) mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng
 FUZZ_SECONDS ?= 60
+TIMING_SECONDS ?= 600
 
 BINDIR := $(PREFIX)/bin
 DATADIR := $(PREFIX)/share
 
-.PHONY: deps deps-test deps-bench build release run test bench fuzz install uninstall clean
+.PHONY: deps deps-test deps-bench build release run test bench fuzz faults install uninstall clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -48,9 +49,19 @@ bench: deps-bench release
 	@bash bench/timer.sh
 	@bash bench/import.sh
 	@bash bench/paced.sh
-	@BIN=.build/release/stillmoment python3 bench/latency.py
+	@bash bench/callgrind.sh
+	@BIN=.build/release/stillmoment python3 bench/realtime.py latency
+	@BIN=.build/release/stillmoment python3 bench/realtime.py timing $(TIMING_SECONDS)
 	@bash bench/memory.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
+
+# Fault injection: 100 imports killed with SIGKILL, a full disk, two imports at once; the
+# daemon stopped for 300 ms mid-session and the sound server killed mid-session (on a
+# private PulseAudio null sink). Each case says passed or FAILED with its counts.
+faults: deps-bench release
+	KILLS=100 BIN=.build/release/stillmoment bash Tests/cli/library-faults.sh
+	BIN=.build/release/stillmoment python3 bench/realtime.py sigstop
+	BIN=.build/release/stillmoment python3 bench/realtime.py device-loss
 
 # libFuzzer on the MP4 demuxer, the MPEG header/tag readers and the control-protocol
 # decoder, FUZZ_SECONDS each.
