@@ -19,7 +19,8 @@ let package = Package(
         .systemLibrary(name: "CMpg123", pkgConfig: "libmpg123"),
         .systemLibrary(name: "CFaad"),
         .systemLibrary(name: "CSoxr", pkgConfig: "soxr"),
-        // For the library store (Debian: libxxhash-dev, libebur128-dev).
+        // For the library store (Debian: libxxhash-dev), and libebur128 (libebur128-dev) as
+        // the tests' reference for the loudness meter.
         .systemLibrary(name: "CXXHash"),
         .systemLibrary(name: "CEbur128", pkgConfig: "libebur128"),
         // The real-time backend: SPSC ring and the ALSA output thread.
@@ -34,7 +35,7 @@ let package = Package(
         .target(
             name: "StillMomentCore",
             dependencies: [
-                "StillMomentAudio", "CAudio", "CXXHash", "CEbur128", "CMpg123",
+                "StillMomentAudio", "CAudio", "CXXHash", "CMpg123",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -69,7 +70,8 @@ let package = Package(
         ),
         .testTarget(
             name: "StillMomentCoreTests",
-            dependencies: ["StillMomentCore", "StillMomentAudio"]
+            // libebur128: the reference the loudness meter is tested against.
+            dependencies: ["StillMomentCore", "StillMomentAudio", "CAudio", "CEbur128"]
         ),
     ],
     swiftLanguageModes: [.v6]
