@@ -258,7 +258,10 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
 
     alsa_last_message[0] = 0;
     snd_lib_error_set_handler(alsa_error_handler);
-    int err = snd_pcm_open(&o->pcm, o->device, SND_PCM_STREAM_PLAYBACK, 0);
+    /* Non-blocking open: a busy hw device fails at once (EBUSY) instead of waiting until
+     * whoever holds it lets go; then back to blocking writes (as MPD does). */
+    int err = snd_pcm_open(&o->pcm, o->device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK);
+    if (err >= 0 && (err = snd_pcm_nonblock(o->pcm, 0)) < 0) snd_pcm_close(o->pcm);
     if (err < 0) {
         int code = classify_open_error(err);
         if (alsa_last_message[0])

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -38,15 +40,31 @@ int sm_unix_listen(const char *path, int backlog) {
     return fd;
 }
 
-int sm_unix_connect(const char *path) {
+int sm_unix_connect(const char *path, int timeout_ms) {
     struct sockaddr_un addr;
     int r = make_address(path, &addr);
     if (r < 0) return r;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    do { r = connect(fd, (struct sockaddr *)&addr, sizeof addr); } while (r < 0 && errno == EINTR);
-    if (r < 0) {
-        int err = errno;
+    int err = 0;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        err = errno;
+        if (err == EAGAIN || err == EINPROGRESS || err == EINTR) {
+            /* The listener's backlog is full: wait for room, then read the outcome. */
+            struct pollfd p = { .fd = fd, .events = POLLOUT };
+            int n;
+            do { n = poll(&p, 1, timeout_ms); } while (n < 0 && errno == EINTR);
+            socklen_t len = sizeof err;
+            if (n == 0) err = ETIMEDOUT;
+            else if (n < 0) err = errno;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+        }
+    }
+    if (err == 0) {
+        int r2 = sm_set_nonblocking(fd, 0);
+        if (r2 < 0) err = -r2;
+    }
+    if (err) {
         close(fd);
         return -err;
     }
@@ -90,7 +108,16 @@ int sm_spawn_detached(const char *path, char *const argv[], int log_fd) {
         if (setsid() < 0) _exit(1);
         pid_t grandchild = fork();
         if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
+        /* A clean start: default signal actions and no blocked signals, whatever the
+         * client had set up (it ignores SIGINT and friends while attached). */
+        for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Move the fds out of 0-2 first, in case the client ran with those closed. */
         int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd >= 0 && null_fd < 3) null_fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 3);
+        if (log_fd >= 0 && log_fd < 3) log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, 3);
         if (null_fd >= 0) dup2(null_fd, 0);
         if (log_fd >= 0) {
             dup2(log_fd, 1);

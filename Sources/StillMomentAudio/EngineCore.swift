@@ -342,7 +342,8 @@ final class EngineCore: @unchecked Sendable {
     private func fill(upTo target: UInt32) {
         guard let output else { return }
         let ring = sm_output_ring(output)
-        let goal = min(target, sm_ring_capacity(ring) - UInt32(blockFrames))
+        let capacity = sm_ring_capacity(ring)
+        let goal = capacity > UInt32(blockFrames) ? min(target, capacity - UInt32(blockFrames)) : 0
         while sm_ring_readable(ring) < goal, sm_ring_writable(ring) >= UInt32(blockFrames) {
             let t = renderFrame.load(ordering: .relaxed)
             var n = blockFrames

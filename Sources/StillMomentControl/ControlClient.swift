@@ -21,18 +21,28 @@ public final class ControlClient {
     /// to `daemon.log` in the store's folder) when none answers, stale socket or not.
     public static func connect(startIfNeeded: Bool = false) throws(ControlError) -> ControlClient {
         let path = ControlPaths.socket
-        var fd = sm_unix_connect(path)
+        var fd = sm_unix_connect(path, 5000)
         if fd < 0 {
             let err = -fd
             guard err == ENOENT || err == ECONNREFUSED else {
                 throw ControlError.io("cannot reach the daemon at \(path): \(String(cString: strerror(err)))")
             }
+            // A daemon started from another environment (cron, a login shell) listens elsewhere.
+            for other in ControlPaths.socketCandidates.dropFirst() {
+                let other = sm_unix_connect(other, 5000)
+                if other >= 0 {
+                    fd = other
+                    break
+                }
+            }
+        }
+        if fd < 0 {
             guard startIfNeeded else { throw ControlError.noDaemon }
             let log = try startDaemon()
             // The daemon opens the store (and migrates it) before it listens: allow for a slow SD card.
             for _ in 0..<400 {
                 usleep(25_000)
-                fd = sm_unix_connect(path)
+                fd = sm_unix_connect(path, 5000)
                 if fd >= 0 { break }
             }
             guard fd >= 0 else {

@@ -18,6 +18,17 @@ public enum ControlPaths {
     }
 
     public static var socket: String { folder + "/control.sock" }
+
+    /// Where a daemon may be listening, this environment's place first: a daemon started
+    /// from cron (no XDG_RUNTIME_DIR, no login) listens in /tmp, one started from a login
+    /// shell in /run/user; a client looks in both before it starts another.
+    static var socketCandidates: [String] {
+        var list = [folder]
+        let systemd = "/run/user/\(getuid())/stillmoment"
+        let tmp = "/tmp/stillmoment-\(getuid())"
+        for other in [systemd, tmp] where !list.contains(other) { list.append(other) }
+        return list.map { $0 + "/control.sock" }
+    }
     static var lock: String { folder + "/daemon.lock" }
 
     /// Creates the folder (0700) if needed and checks that it is a real folder of ours

@@ -49,9 +49,11 @@ public final class Daemon {
     private let options: Options
     private let log: Logger
     private let host: SessionHost
-    private let listenFD: Int32
-    private let lockFD: Int32
+    private var listenFD: Int32
+    private var lockFD: Int32
     private let socketPath: String
+    /// The socket file we bound (device, inode): only that one is ours to remove.
+    private var socketID: (dev_t, ino_t)
     private var clients: [Client] = []
     private let stopSignal = StopFlag()
 
@@ -61,34 +63,11 @@ public final class Daemon {
         self.options = options
         self.log = log
         try ControlPaths.prepareFolder()
-        let lockPath = ControlPaths.lock
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ControlError.io("cannot open \(lockPath): \(String(cString: strerror(errno)))") }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            var buf = [UInt8](repeating: 0, count: 32)
-            let n = pread(fd, &buf, buf.count, 0)
-            close(fd)
-            let pid = n > 0 ? String(decoding: buf[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
-            throw ControlError.refused(code: "running", message: "a stillmoment daemon is running already (pid \(pid))")
-        }
-        lockFD = fd
-        let pidText = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = pwrite(fd, pidText, pidText.count, 0)
-
         socketPath = ControlPaths.socket
-        // We hold the lock, so a socket left here belongs to a daemon that died.
-        var st = stat()
-        if lstat(socketPath, &st) == 0 {
-            unlink(socketPath)
-            log.notice("replaced a stale socket at \(socketPath)")
-        }
-        let listening = sm_unix_listen(socketPath, 64)
-        guard listening >= 0 else {
-            close(fd)
-            throw ControlError.io("cannot listen on \(socketPath): \(String(cString: strerror(-listening)))")
-        }
+        let (fd, listening, id) = try Self.takeSocket(socketPath, log: log)
+        lockFD = fd
         listenFD = listening
+        socketID = id
         do {
             host = SessionHost(store: try LibraryStore(), log: log)
         } catch {
@@ -102,8 +81,73 @@ public final class Daemon {
     deinit {
         for c in clients { close(c.fd) }
         close(listenFD)
-        unlink(socketPath)
+        if ownsSocket { unlink(socketPath) }    // never another daemon's
         close(lockFD)
+    }
+
+    /// Takes the daemon lock (its file must still be the one at its path: a folder cleared
+    /// under us is no lock) and binds the socket, replacing one left by a dead daemon.
+    private static func takeSocket(_ socketPath: String, log: Logger) throws(ControlError) -> (Int32, Int32, (dev_t, ino_t)) {
+        let lockPath = ControlPaths.lock
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ControlError.io("cannot open \(lockPath): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            var buf = [UInt8](repeating: 0, count: 32)
+            let n = pread(fd, &buf, buf.count, 0)
+            close(fd)
+            let pid = n > 0 ? String(decoding: buf[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
+            throw ControlError.refused(code: "running", message: "a stillmoment daemon is running already (pid \(pid))")
+        }
+        var held = stat(), named = stat()
+        guard fstat(fd, &held) == 0, stat(lockPath, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev else {
+            close(fd)
+            throw ControlError.io("\(lockPath) changed while the daemon started; start it again")
+        }
+        let pidText = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pwrite(fd, pidText, pidText.count, 0)
+        // We hold the lock, so a socket left here belongs to a daemon that died.
+        var st = stat()
+        if lstat(socketPath, &st) == 0 {
+            unlink(socketPath)
+            log.notice("replaced a stale socket at \(socketPath)")
+        }
+        let listening = sm_unix_listen(socketPath, 64)
+        guard listening >= 0 else {
+            close(fd)
+            throw ControlError.io("cannot listen on \(socketPath): \(String(cString: strerror(-listening)))")
+        }
+        guard lstat(socketPath, &st) == 0 else {
+            close(listening)
+            close(fd)
+            throw ControlError.io("cannot find the socket just made at \(socketPath)")
+        }
+        return (fd, listening, (st.st_dev, st.st_ino))
+    }
+
+    /// Whether the socket at our path is still the one we bound.
+    private var ownsSocket: Bool {
+        var st = stat()
+        return lstat(socketPath, &st) == 0 && st.st_dev == socketID.0 && st.st_ino == socketID.1
+    }
+
+    /// The runtime folder was cleared under us (logind removes /run/user/UID at the last
+    /// logout): listen again, so that clients find the session still playing.
+    private func listenAgain() -> Bool {
+        do {
+            try ControlPaths.prepareFolder()
+            let (fd, listening, id) = try Self.takeSocket(socketPath, log: log)
+            close(listenFD)
+            close(lockFD)
+            lockFD = fd
+            listenFD = listening
+            socketID = id
+            log.notice("the control socket was removed; listening again on \(socketPath)")
+            return true
+        } catch {
+            log.error("the control socket was removed and cannot be made again: \(error.description)")
+            return false
+        }
     }
 
     /// Serves until SIGTERM/SIGINT (the session fades out over 1 s and the device is
@@ -115,6 +159,8 @@ public final class Daemon {
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
         var idleSince = now()
         var lastProgress = 0.0
+        var lastCheck = now()
+        var reachable = true
         while true {
             if let sig = stopSignal.received {
                 log.info("signal \(sig): ending")
@@ -127,8 +173,21 @@ public final class Daemon {
             host.reap()
             broadcast(host.takeEvents())
             let t = now()
-            if !host.isIdle {
+            if t - lastCheck >= 5 {
+                lastCheck = t
+                if reachable && !ownsSocket {
+                    reachable = listenAgain()
+                }
+                if !reachable && host.isIdle {
+                    log.info("unreachable and nothing playing: exiting")
+                    return
+                }
+            }
+            // A client that is connected may be about to start a session: not idle.
+            if !host.isIdle || !clients.isEmpty {
                 idleSince = t
+            }
+            if !host.isIdle {
                 if t - lastProgress >= 1 {
                     lastProgress = t
                     let event = JSON.object(["event": .string("progress"), "data": host.status()])

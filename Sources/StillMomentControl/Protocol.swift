@@ -75,10 +75,10 @@ public enum ClientMessage: Sendable, Equatable {
             guard case .object(let h) = hello, let v = h["version"]?.number else {
                 throw ProtocolError(.badRequest, "hello needs a version")
             }
-            guard Int(v) == ControlProtocol.version else {
+            guard v == Double(ControlProtocol.version) else {
                 throw ProtocolError(.badVersion, "this daemon speaks version \(ControlProtocol.version), not \(v)")
             }
-            return .hello(version: Int(v), client: h["client"]?.string ?? "")
+            return .hello(version: ControlProtocol.version, client: h["client"]?.string ?? "")
         }
         guard helloDone else { throw ProtocolError(.notHello, "say hello first: {\"hello\":{\"version\":1}}") }
         guard let idValue = o["id"]?.number, idValue == idValue.rounded(), abs(idValue) < 1e15 else {

@@ -22,7 +22,20 @@ public struct HostError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String { message }
 
     init(_ error: CoreError) {
-        if case .device = error { self.init(.device, error.description) } else { self.init(.badArguments, error.description) }
+        switch error {
+        case .device: self.init(.device, error.description)
+        case .io: self.init(.failed, error.description)          // the disk or the catalog, not the request
+        default: self.init(.badArguments, error.description)
+        }
+    }
+
+    /// A time in milliseconds from a request: a finite number within ±`limit` (24 h).
+    static func milliseconds(_ value: JSON?, _ name: String, limit: Double = 86_400_000) throws(HostError) -> Int64? {
+        guard let value else { return nil }
+        guard let v = value.number, v.isFinite, abs(v) <= limit else {
+            throw HostError(.badArguments, "\(name) must be a number of milliseconds within ±\(Int64(limit))")
+        }
+        return Int64(v)
     }
 }
 
@@ -153,7 +166,7 @@ final class SessionHost {
             if let pending = suspended {
                 throw HostError(.badArguments, "a \(s.source.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)")
             }
-            throw HostError(.badArguments, "not paused")
+            throw HostError(.noSession, "nothing is paused")
         }
         guard let pending = suspended else { throw HostError(.noSession, "nothing is paused") }
         let from = max(0, pending.position - (pending.meditation.trimStart ?? 0))
@@ -165,10 +178,10 @@ final class SessionHost {
         guard case .guided(let g, _) = s.kind else {
             throw HostError(.badArguments, "a timer keeps its time; seek works on guided meditations")
         }
-        if let by = args["by"]?.number {
-            g.seek(by: Int64(by))
-        } else if let to = args["to"]?.number, to >= 0 {
-            g.seek(toFile: Int64(to))
+        if let by = try HostError.milliseconds(args["by"], "by") {
+            g.seek(by: by)
+        } else if let to = try HostError.milliseconds(args["to"], "to"), to >= 0 {
+            g.seek(toFile: to)
         } else {
             throw HostError(.badArguments, "seek needs {\"by\": milliseconds} or {\"to\": milliseconds}")
         }
@@ -203,7 +216,7 @@ final class SessionHost {
         }
         begin(HostedSession(id: id, source: .timer, kind: .timer(session)))
         log.info("session \(id): timer of \(TimeText.clock(configuration.duration)) on \(configuration.device)")
-        return status()
+        return started(id)
     }
 
     private func startGuided(_ args: [String: JSON]) throws(HostError) -> JSON {
@@ -211,9 +224,10 @@ final class SessionHost {
         let preview = args["preview"] == .bool(true)
         let m: Meditation
         do { m = try store.find(key) } catch { throw HostError(error) }
-        var from = Int64(args["from"]?.number ?? 0)
-        if args["resume"] == .bool(true), let last = m.lastPosition { from = last - (m.trimStart ?? 0) }
-        let preparation = Int64(args["preparation"]?.number ?? 0)
+        var from = try HostError.milliseconds(args["from"], "from") ?? 0
+        // A saved position before the trim start (the trim was edited since) starts at the trim.
+        if args["resume"] == .bool(true), let last = m.lastPosition { from = max(0, last - (m.trimStart ?? 0)) }
+        let preparation = try HostError.milliseconds(args["preparation"], "preparation") ?? 0
         guard from >= 0, preparation >= 0 else { throw HostError(.badArguments, "from and preparation cannot be negative") }
         let device: String
         if let d = args["device"]?.string {
@@ -228,7 +242,6 @@ final class SessionHost {
                              preview: Bool) throws(HostError) -> JSON {
         let source: AudioSource = preview ? .preview : .guided
         let id = claim(source)
-        if !preview { suspended = nil }
         let session: GuidedSession
         do {
             let catalog = try SoundCatalog.withCustomSounds(store: store)
@@ -247,14 +260,16 @@ final class SessionHost {
             coordinator.release(source)
             throw HostError(error)
         }
+        if !preview { suspended = nil }      // a new guided meditation replaces the one kept
         begin(HostedSession(id: id, source: source, kind: .guided(session, device: device)))
         log.info("session \(id): \(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
-        return status()
+        return started(id)
     }
 
     /// Takes the device for `source`: the session playing now ends first (a timer stops,
     /// a guided meditation is kept to be resumed; a session of the same kind is replaced).
     private func claim(_ source: AudioSource) -> Int {
+        reap()               // a session that just ended is over, not replaced or preempted
         if let s = active, s.source == source {
             s.markEnding(.replaced)
             s.stopNow(fade: 0.3)
@@ -263,6 +278,14 @@ final class SessionHost {
         reap()
         defer { nextID += 1 }
         return nextID
+    }
+
+    /// The answer to a start: the status, always with the new session's id (on a device
+    /// that never blocks, the session may be over already).
+    private func started(_ id: Int) -> JSON {
+        guard case .object(var o) = status() else { return status() }
+        if o["session"] == nil { o["session"] = .number(Double(id)) }
+        return .object(o)
     }
 
     private func begin(_ session: HostedSession) {

@@ -89,13 +89,15 @@ public final class GuidedSession: Sendable {
 
     /// Seeks by `ms` within the voice.
     public func seek(by ms: Int64) {
-        let target = position + ms * Int64(engine.sampleRate) / 1000
+        let limit = Int64(Int32.max)          // ms: 24 days, past any meditation
+        let target = position + max(-limit, min(ms, limit)) * Int64(engine.sampleRate) / 1000
         engine.seek(to: max(voiceStart, min(target, voiceEnd)))
     }
 
     /// Seeks to a position in the meditation's file (ms).
     public func seek(toFile ms: Int64) {
-        engine.seek(to: voiceStart + max(0, ms - fileStart) * Int64(engine.sampleRate) / 1000)
+        let offset = min(max(0, ms - fileStart), Int64(Int32.max))
+        engine.seek(to: min(voiceStart + offset * Int64(engine.sampleRate) / 1000, voiceEnd))
     }
 
     /// The position in the meditation's file (ms) heard now.

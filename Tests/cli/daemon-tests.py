@@ -737,6 +737,24 @@ def case_stale(c):
           f"stale: `timer --detach` started daemon {pid}, replaced the socket (log: {line.split('] ')[-1]!r}), status works ({s.get('source')})")
 
 
+def case_cleared(c):
+    """logind removes /run/user/UID at the last logout: the daemon listens again."""
+    r = c.sm("timer", "24h", "--device", "null", "--detach")
+    pid = c.lock_pid()
+    check(r.rc == 0 and pid and alive(pid), f"cleared: a timer plays (daemon {pid})")
+    shutil.rmtree(c.folder())
+    ok = False
+    deadline = time.time() + 10
+    while time.time() < deadline and not ok:
+        time.sleep(0.25)
+        s = c.status()
+        ok = s.get("source") == "timer"
+    check(ok and c.lock_pid() == pid,
+          f"cleared: after the runtime folder was removed the same daemon ({c.lock_pid()}) answers again within 10 s")
+    r = c.sm("stop")
+    check(r.rc == 0, f"cleared: stop reaches it (exit {r.rc})")
+
+
 def start_pulse(c):
     """A private PulseAudio with a null sink (as bench/paced.sh); returns (env extras, why not)."""
     if not shutil.which("pulseaudio"):
@@ -856,6 +874,27 @@ def case_protocol(c, talk):
         check(e and e.get("error", {}).get("code") == "bad-arguments" and e.get("id") == rid and good
               and s.get("session") == sid and s.get("source") == "guided",
               f"protocol: {what} -> {json.dumps(e)[:140]}; session {s.get('session')} (was {sid}) unchanged{tail}")
+
+    # Numbers out of any range: refused, never a crash (a trap would end the session).
+    x = c.conn()
+    x.send({"hello": {"version": 1e19}})
+    e = x.recv()
+    x.close()
+    tail, good = after("huge version")
+    check(e and e.get("error", {}).get("code") == "unsupported-version" and good,
+          f"protocol: hello version 1e19 -> {json.dumps(e)[:120]}{tail}")
+    for rid, cmd, args in ((11, "seek", {"by": 1e15}), (12, "seek", {"to": 1e300}),
+                           (13, "play", {"id": "Long talk", "preparation": 1e15}),
+                           (14, "play", {"id": "Long talk", "from": 9e18})):
+        x = c.conn()
+        x.hello()
+        e = x.request(rid, cmd, args)
+        x.close()
+        tail, good = after(f"{cmd} {args}")
+        s = c.status()
+        check(e and e.get("error", {}).get("code") == "bad-arguments" and good and s.get("session") == sid,
+              f"protocol: {cmd} {json.dumps(args)} -> {json.dumps(e)[:120]}; session {s.get('session')} (was {sid}) "
+              f"plays on{tail}")
 
     # A client that reads nothing: subscribed, then thousands of requests unread.
     x = c.conn()
@@ -1096,6 +1135,7 @@ def main():
     run_case("5 the session survives its client", case_survive)
     run_case("6 SIGTERM and idle exit", case_sigterm)
     run_case("7 stale socket", case_stale)
+    run_case("7b runtime folder cleared", case_cleared)
     if talk.ready():
         run_case("8 protocol faults", case_protocol, talk)
     else:

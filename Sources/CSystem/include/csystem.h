@@ -8,8 +8,10 @@
  * Returns the fd, or -errno. An existing file at `path` is not touched: EADDRINUSE. */
 int sm_unix_listen(const char *path, int backlog);
 
-/* Connects to the Unix socket at `path` (blocking, close-on-exec). Returns the fd or -errno. */
-int sm_unix_connect(const char *path);
+/* Connects to the Unix socket at `path` within `timeout_ms` (a wedged daemon's full
+ * backlog would block a plain connect for ever). The fd returned is blocking and
+ * close-on-exec; -errno on failure (-ETIMEDOUT when the time ran out). */
+int sm_unix_connect(const char *path, int timeout_ms);
 
 /* Accepts a connection (non-blocking, close-on-exec). Returns the fd or -errno. */
 int sm_unix_accept(int listen_fd);
