@@ -7,7 +7,7 @@ public enum ControlPaths {
     public static var folder: String {
         let env = ProcessInfo.processInfo.environment
         if let runtime = env["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/stillmoment" }
-        // cron and `su` leave XDG_RUNTIME_DIR unset, but systemd's folder for this user
+        // cron leaves XDG_RUNTIME_DIR unset, but systemd's folder for this user
         // (where the service's daemon listens) may well exist.
         let systemd = "/run/user/\(getuid())"
         var st = stat()

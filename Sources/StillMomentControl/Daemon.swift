@@ -38,6 +38,8 @@ public final class Daemon {
         var out: [UInt8] = []
         var drop = false
         var closeWhenFlushed = false
+        /// The client shut its side: nothing more to read, answers still to deliver.
+        var eof = false
 
         init(fd: Int32, pid: pid_t, connectedAt: Double) {
             self.fd = fd
@@ -55,6 +57,8 @@ public final class Daemon {
     /// The socket file we bound (device, inode): only that one is ours to remove.
     private var socketID: (dev_t, ino_t)
     private var clients: [Client] = []
+    /// Out of file descriptors: accept nothing for a moment rather than spin on the listener.
+    private var acceptPausedUntil = 0.0
     private let stopSignal = StopFlag()
 
     /// Takes the daemon lock and the socket (replacing a stale one), and opens the store.
@@ -210,9 +214,10 @@ public final class Daemon {
     // MARK: the loop
 
     private func pollOnce(timeoutMs: Int32) {
-        var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
+        let listening = now() >= acceptPausedUntil
+        var fds = [pollfd(fd: listenFD, events: listening ? Int16(POLLIN) : 0, revents: 0)]
         for c in clients {
-            let events = Int16(POLLIN) | (c.out.isEmpty ? 0 : Int16(POLLOUT))
+            let events = (c.eof ? 0 : Int16(POLLIN)) | (c.out.isEmpty ? 0 : Int16(POLLOUT))
             fds.append(pollfd(fd: c.fd, events: events, revents: 0))
         }
         let n = poll(&fds, nfds_t(fds.count), timeoutMs)
@@ -232,7 +237,10 @@ public final class Daemon {
         while true {
             let fd = sm_unix_accept(listenFD)
             if fd < 0 {
-                if -fd != EAGAIN && -fd != EINTR && -fd != ECONNABORTED {
+                if -fd == EMFILE || -fd == ENFILE {
+                    log.error("accept: \(String(cString: strerror(-fd))); accepting nothing for a second")
+                    acceptPausedUntil = now() + 1
+                } else if -fd != EAGAIN && -fd != EINTR && -fd != ECONNABORTED {
                     log.error("accept: \(String(cString: strerror(-fd)))")
                 }
                 return
@@ -264,7 +272,13 @@ public final class Daemon {
         guard !c.drop else { return }
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         let n = read(c.fd, &buffer, buffer.count)
-        if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
+        if n == 0 {
+            // Shut for writing (`printf … | socat`): deliver what is queued, then close.
+            c.eof = true
+            c.closeWhenFlushed = true
+            return
+        }
+        if n < 0 && errno != EAGAIN && errno != EINTR {
             c.drop = true
             return
         }
