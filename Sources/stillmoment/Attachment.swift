@@ -27,7 +27,7 @@ struct Attachment {
         while true {
             if signals.received != nil {
                 if interactive { view.finishLine(StatusText.live(status, keys: false)) }
-                Console.out("detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)")
+                Console.out(Texts.text("detached", []))
                 return 0
             }
             if interactive {
@@ -49,7 +49,7 @@ struct Attachment {
                     case .quit: try client.request(.stop)
                     case .detach:
                         view.finishLine(StatusText.live(status, keys: false))
-                        Console.out("detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)")
+                        Console.out(Texts.text("detached", []))
                         return 0
                     }
                 }
@@ -109,15 +109,16 @@ struct Attachment {
 enum StatusText {
     /// One line for `status`, `pause` … and for scripts following a session.
     static func summary(_ s: JSON) -> String {
-        let paused = s["paused"] == .bool(true) ? " (paused)" : ""
+        let paused = s["paused"] == .bool(true) ? " (\(Texts.text("paused", [])))" : ""
         switch s["source"]?.string {
         case "timer":
             let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
             if state == .preparation {
-                return "timer: \(state.name())\(paused)  starts in \(clock(s["remaining"]))"
+                return "timer: \(state.name())\(paused)  \(Texts.text("starts in", [clock(s["remaining"])]))"
             }
-            var parts = ["timer: \(state.name())\(paused)", "elapsed \(clock(s["elapsed"]))", "left \(clock(s["remaining"]))"]
-            if let next = s["nextGong"] { parts.append("next gong at \(clock(next))") }
+            var parts = ["timer: \(state.name())\(paused)", Texts.text("elapsed", [clock(s["elapsed"])]),
+                         Texts.text("left", [clock(s["remaining"])])]
+            if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
             return parts.joined(separator: "  ")
         case "guided", "preview":
             let m = s["meditation"] ?? .null
@@ -142,14 +143,14 @@ enum StatusText {
             let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
             var parts = ["\(icon) \(state.name())"]
             if state == .preparation {
-                parts.append("starts in \(clock(s["remaining"]))")
+                parts.append(Texts.text("starts in", [clock(s["remaining"])]))
             } else {
-                parts.append("elapsed \(clock(s["elapsed"]))")
-                parts.append("left \(clock(s["remaining"]))")
-                if let next = s["nextGong"] { parts.append("next gong at \(clock(next))") }
+                parts.append(Texts.text("elapsed", [clock(s["elapsed"])]))
+                parts.append(Texts.text("left", [clock(s["remaining"])]))
+                if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
             }
             line = parts.joined(separator: "   ")
-            if keys { line += "   [space] pause  [q] stop  [d] detach" }
+            if keys { line += "   " + Texts.text("attached keys", []) }
         } else {
             let m = s["meditation"] ?? .null
             let total = s["duration"]?.number ?? 0
@@ -157,7 +158,7 @@ enum StatusText {
             let width = 30
             let filled = total > 0 ? min(width, Int(Double(width) * pos / total)) : 0
             line = "\(icon) \(m["name"]?.string ?? "")  [\(String(repeating: "=", count: filled))\(String(repeating: " ", count: width - filled))] \(clock(s["position"])) / \(clock(s["duration"]))"
-            if keys { line += "   [space] pause  [←/→] 15 s  [q] stop  [d] detach" }
+            if keys { line += "   " + Texts.text("guided keys", []) }
         }
         return line
     }

@@ -225,7 +225,12 @@ struct TimerRunner {
         return "\(name)  \(text("elapsed", TimeText.clock(plan.elapsed(at: p))))  \(text("left", TimeText.clock(plan.remaining(at: p))))"
     }
 
-    private func text(_ key: String, _ args: String...) -> String {
+    private func text(_ key: String, _ args: String...) -> String { Texts.text(key, args, language) }
+}
+
+/// The live views' words, in English and German (from LANG).
+enum Texts {
+    static func text(_ key: String, _ args: [String], _ language: Language = .current) -> String {
         let a = args + ["", "", ""]
         switch (key, language) {
         case ("paused", .en): return "paused"
@@ -240,6 +245,12 @@ struct TimerRunner {
         case ("next gong", .de): return "nächster Gong bei \(a[0])"
         case ("keys", .en): return "[space] pause  [q] stop"
         case ("keys", .de): return "[Leertaste] Pause  [q] Ende"
+        case ("attached keys", .en): return "[space] pause  [q] stop  [d] detach"
+        case ("attached keys", .de): return "[Leertaste] Pause  [q] Ende  [d] lösen"
+        case ("guided keys", .en): return "[space] pause  [←/→] 15 s  [q] stop  [d] detach"
+        case ("guided keys", .de): return "[Leertaste] Pause  [←/→] 15 s  [q] Ende  [d] lösen"
+        case ("detached", .en): return "detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)"
+        case ("detached", .de): return "gelöst: die Sitzung läuft weiter (`stillmoment attach` zeigt sie, `stillmoment stop` beendet sie)"
         case ("rendering", .en): return "rendering the session to \(a[0])"
         case ("rendering", .de): return "Sitzung wird in \(a[0]) geschrieben"
         case ("wrote", .en): return "wrote \(a[0]) (\(a[1]))"
