@@ -52,7 +52,11 @@ case "play":
     // output thread's counts and the audio clock against CLOCK_MONOTONIC.
     guard args.count >= 4 else { fail("usage: stillmoment-bench play FILE DEVICE [SECONDS] [loop]") }
     do {
-        let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: args[3])))
+        // BUFFER_MS and PERIODS (environment) try other device buffers than the 100 ms in 4.
+        func number(_ name: String) -> Int? { getenv(name).flatMap { Int(String(cString: $0)) } }
+        let device = DeviceConfiguration(name: args[3], bufferMicroseconds: (number("BUFFER_MS") ?? 100) * 1000,
+                                         periods: number("PERIODS") ?? 4)
+        let engine = try AudioEngine(sampleRate: 44100, sink: .device(device))
         let loop = args.count > 5 && args[5] == "loop"
         let source = try DecodedSource(path: args[2], engineRate: engine.sampleRate, loop: loop)
         let seconds = args.count > 4 ? Double(args[4]) ?? 0 : 0
