@@ -314,7 +314,9 @@ final class EngineCore: @unchecked Sendable {
 
     /// Renders `n` frames at timeline frame `t` into the ring or the file.
     private func renderBlock(frames n: Int, at t: Int64) {
-        mixer.retire(before: position())
+        // The render thread owns the output while it runs (close comes after the join), so
+        // it reads the played index directly rather than through `withOutput`'s lock.
+        mixer.retire(before: output.map { timeline(forRing: sm_output_played_index($0)) } ?? t)
         block.withUnsafeMutableBufferPointer { buf in
             guard let base = buf.baseAddress else { return }
             mixer.render(into: base, frames: n, at: t)

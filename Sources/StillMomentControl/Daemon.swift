@@ -249,12 +249,12 @@ public final class Daemon {
             var pid: pid_t = 0
             if sm_peer_credentials(fd, &uid, &pid) != 0 || uid != geteuid() {
                 log.warning("refused a connection from uid \(uid) (pid \(pid)): not our user")
-                refuse(fd, code: "forbidden", message: "this daemon serves only its own user (uid \(geteuid()))")
+                refuse(fd, ProtocolError(.forbidden, "this daemon serves only its own user (uid \(geteuid()))"))
                 continue
             }
             if clients.count >= options.maxClients {
                 log.warning("refused a connection from pid \(pid): \(clients.count) clients already")
-                refuse(fd, code: "busy", message: "too many clients (\(options.maxClients)); try again later")
+                refuse(fd, ProtocolError(.busy, "too many clients (\(options.maxClients)); try again later"))
                 continue
             }
             clients.append(Client(fd: fd, pid: pid, connectedAt: now()))
@@ -262,8 +262,8 @@ public final class Daemon {
     }
 
     /// Says why (best effort, never blocking) and closes.
-    private func refuse(_ fd: Int32, code: String, message: String) {
-        let line = Array((JSON.object(["error": .object(["code": .string(code), "message": .string(message)])]).line + "\n").utf8)
+    private func refuse(_ fd: Int32, _ error: ProtocolError) {
+        let line = Array((error.answer.line + "\n").utf8)
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         close(fd)
     }
@@ -312,26 +312,17 @@ public final class Daemon {
                 "pid": .number(Double(getpid())), "home": .string(host.store.home),
             ])]))
         case .request(let id, let command, let args):
-            let result: JSON
-            switch command {
-            case .subscribe:
-                c.subscribed = true
-                c.progress = args["progress"] != .bool(false)
-                result = host.status()
-            case .unsubscribe:
-                c.subscribed = false
-                c.progress = false
-                result = .object([:])
-            default:
-                do {
-                    result = try host.handle(command, args)
-                } catch {
-                    send(c, .object(["id": .number(Double(id)), "error": .object([
-                        "code": .string(error.code.rawValue), "message": .string(error.message)])]))
-                    return
-                }
+            // Subscriptions belong to the connection; everything else to the session host.
+            if command == .subscribe || command == .unsubscribe {
+                c.subscribed = command == .subscribe
+                c.progress = c.subscribed && args["progress"] != .bool(false)
             }
-            send(c, .object(["id": .number(Double(id)), "result": result]))
+            do {
+                let result = try host.handle(command, args)
+                send(c, .object(["id": .number(Double(id)), "result": result]))
+            } catch {
+                send(c, ProtocolError(error.code, error.message, id: id).answer)
+            }
         }
         // The changes this request made reach subscribers now, after its answer and
         // before anything a later request does.
@@ -391,11 +382,14 @@ public final class Daemon {
     }
 }
 
-/// SIGTERM and SIGINT become a flag the loop reads (within 100–250 ms).
-final class StopFlag {
+/// Signals become a flag that a loop reads (the daemon's within 100–250 ms, a client's
+/// view within 100 ms): the default action, dying on the spot, is turned off for them.
+public final class StopFlag {
     private final class Box: Sendable { let value = Atomic<Int32>(0) }
     private let box = Box()
     private var sources: [DispatchSourceSignal] = []
+
+    public init(_ signals: [Int32] = []) { install(signals) }
 
     func install(_ signals: [Int32]) {
         for sig in signals {
@@ -408,7 +402,8 @@ final class StopFlag {
         }
     }
 
-    var received: Int32? {
+    /// The signal received, if any.
+    public var received: Int32? {
         let s = box.value.load(ordering: .acquiring)
         return s == 0 ? nil : s
     }

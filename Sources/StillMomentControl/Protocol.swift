@@ -27,6 +27,12 @@ public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible
         case badRequest = "bad-request"
         case unknownCommand = "unknown-command"
         case badArguments = "bad-arguments"
+        // Refusals of a well-formed request or connection.
+        case noSession = "no-session"
+        case device = "device"
+        case failed = "failed"
+        case forbidden = "forbidden"
+        case busy = "busy"
     }
     public let code: Code
     public let message: String

@@ -5,22 +5,8 @@ import StillMomentAudio
 import StillMomentCore
 import Synchronization
 
-/// A refusal the daemon sends back; `code` is stable for scripts.
-public struct HostError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable {
-        case noSession = "no-session"
-        case badArguments = "bad-arguments"
-        case device = "device"
-        case failed = "failed"
-    }
-    public let code: Code
-    public let message: String
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-    public var description: String { message }
-
+extension ProtocolError {
+    /// A core error as the daemon's answer: the device, the disk or catalog, or bad input.
     init(_ error: CoreError) {
         switch error {
         case .device: self.init(.device, error.description)
@@ -30,10 +16,10 @@ public struct HostError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// A time in milliseconds from a request: a finite number within ±`limit` (24 h).
-    static func milliseconds(_ value: JSON?, _ name: String, limit: Double = 86_400_000) throws(HostError) -> Int64? {
+    static func milliseconds(_ value: JSON?, _ name: String, limit: Double = 86_400_000) throws(ProtocolError) -> Int64? {
         guard let value else { return nil }
         guard let v = value.number, v.isFinite, abs(v) <= limit else {
-            throw HostError(.badArguments, "\(name) must be a number of milliseconds within ±\(Int64(limit))")
+            throw ProtocolError(.badArguments, "\(name) must be a number of milliseconds within ±\(Int64(limit))")
         }
         return Int64(v)
     }
@@ -126,20 +112,20 @@ final class SessionHost {
 
     // MARK: commands
 
-    func handle(_ command: ControlCommand, _ args: [String: JSON]) throws(HostError) -> JSON {
+    func handle(_ command: ControlCommand, _ args: [String: JSON]) throws(ProtocolError) -> JSON {
         defer { reap() }
         switch command {
         case .status:
             return status()
         case .pause:
-            guard let s = active else { throw HostError(.noSession, "nothing is playing") }
+            guard let s = active else { throw ProtocolError(.noSession, "nothing is playing") }
             s.engine.pause()
             log.info("session \(s.id) paused")
             return status()
         case .resume:
             return try resume()
         case .stop:
-            guard let s = active else { throw HostError(.noSession, "nothing is playing") }
+            guard let s = active else { throw ProtocolError(.noSession, "nothing is playing") }
             s.markEnding(.stopped)
             // A paused engine has nothing to fade and finishes at once.
             s.engine.fadeOutAndFinish(over: Int64(s.engine.sampleRate))
@@ -151,12 +137,14 @@ final class SessionHost {
             return try startTimer(args)
         case .play:
             return try startGuided(args)
-        case .subscribe, .unsubscribe:
-            return .object([:])      // the server keeps subscriptions
+        case .subscribe:
+            return status()          // the connection keeps the subscription itself
+        case .unsubscribe:
+            return .object([:])
         }
     }
 
-    private func resume() throws(HostError) -> JSON {
+    private func resume() throws(ProtocolError) -> JSON {
         if let s = active {
             if s.engine.state == .paused {
                 s.engine.resume()
@@ -164,35 +152,35 @@ final class SessionHost {
                 return status()
             }
             if let pending = suspended {
-                throw HostError(.badArguments, "a \(s.source.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)")
+                throw ProtocolError(.badArguments, "a \(s.source.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)")
             }
-            throw HostError(.noSession, "nothing is paused")
+            throw ProtocolError(.noSession, "nothing is paused")
         }
-        guard let pending = suspended else { throw HostError(.noSession, "nothing is paused") }
+        guard let pending = suspended else { throw ProtocolError(.noSession, "nothing is paused") }
         let from = max(0, pending.position - (pending.meditation.trimStart ?? 0))
         return try startGuided(meditation: pending.meditation, from: from, preparation: 0, device: pending.device, preview: false)
     }
 
-    private func seek(_ args: [String: JSON]) throws(HostError) -> JSON {
-        guard let s = active else { throw HostError(.noSession, "nothing is playing") }
+    private func seek(_ args: [String: JSON]) throws(ProtocolError) -> JSON {
+        guard let s = active else { throw ProtocolError(.noSession, "nothing is playing") }
         guard case .guided(let g, _) = s.kind else {
-            throw HostError(.badArguments, "a timer keeps its time; seek works on guided meditations")
+            throw ProtocolError(.badArguments, "a timer keeps its time; seek works on guided meditations")
         }
-        if let by = try HostError.milliseconds(args["by"], "by") {
+        if let by = try ProtocolError.milliseconds(args["by"], "by") {
             g.seek(by: by)
-        } else if let to = try HostError.milliseconds(args["to"], "to"), to >= 0 {
+        } else if let to = try ProtocolError.milliseconds(args["to"], "to"), to >= 0 {
             g.seek(toFile: to)
         } else {
-            throw HostError(.badArguments, "seek needs {\"by\": milliseconds} or {\"to\": milliseconds}")
+            throw ProtocolError(.badArguments, "seek needs {\"by\": milliseconds} or {\"to\": milliseconds}")
         }
         return status()
     }
 
-    private func startTimer(_ args: [String: JSON]) throws(HostError) -> JSON {
+    private func startTimer(_ args: [String: JSON]) throws(ProtocolError) -> JSON {
         var options: [String: String] = [:]
         if case .object(let o)? = args["options"] {
             for (k, v) in o {
-                guard let text = v.string else { throw HostError(.badArguments, "option \(k) must be a string") }
+                guard let text = v.string else { throw ProtocolError(.badArguments, "option \(k) must be a string") }
                 options[k] = text
             }
         }
@@ -202,7 +190,7 @@ final class SessionHost {
             catalog = try SoundCatalog.withCustomSounds(store: store)
             configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
         } catch {
-            throw HostError(error)
+            throw ProtocolError(error)
         }
         let id = claim(.timer)
         let session: TimerSession
@@ -212,34 +200,34 @@ final class SessionHost {
             try session.start()
         } catch {
             coordinator.release(.timer)
-            throw HostError(error)
+            throw ProtocolError(error)
         }
         begin(HostedSession(id: id, source: .timer, kind: .timer(session)))
         log.info("session \(id): timer of \(TimeText.clock(configuration.duration)) on \(configuration.device)")
         return started(id)
     }
 
-    private func startGuided(_ args: [String: JSON]) throws(HostError) -> JSON {
-        guard let key = args["id"]?.string else { throw HostError(.badArguments, "play needs {\"id\": \"UUID or name\"}") }
+    private func startGuided(_ args: [String: JSON]) throws(ProtocolError) -> JSON {
+        guard let key = args["id"]?.string else { throw ProtocolError(.badArguments, "play needs {\"id\": \"UUID or name\"}") }
         let preview = args["preview"] == .bool(true)
         let m: Meditation
-        do { m = try store.find(key) } catch { throw HostError(error) }
-        var from = try HostError.milliseconds(args["from"], "from") ?? 0
+        do { m = try store.find(key) } catch { throw ProtocolError(error) }
+        var from = try ProtocolError.milliseconds(args["from"], "from") ?? 0
         // A saved position before the trim start (the trim was edited since) starts at the trim.
         if args["resume"] == .bool(true), let last = m.lastPosition { from = max(0, last - (m.trimStart ?? 0)) }
-        let preparation = try HostError.milliseconds(args["preparation"], "preparation") ?? 0
-        guard from >= 0, preparation >= 0 else { throw HostError(.badArguments, "from and preparation cannot be negative") }
+        let preparation = try ProtocolError.milliseconds(args["preparation"], "preparation") ?? 0
+        guard from >= 0, preparation >= 0 else { throw ProtocolError(.badArguments, "from and preparation cannot be negative") }
         let device: String
         if let d = args["device"]?.string {
             device = d
         } else {
-            do { device = try Settings.load().value("device") } catch { throw HostError(error) }
+            do { device = try Settings.load().value("device") } catch { throw ProtocolError(error) }
         }
         return try startGuided(meditation: m, from: from, preparation: preparation, device: device, preview: preview)
     }
 
     private func startGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
-                             preview: Bool) throws(HostError) -> JSON {
+                             preview: Bool) throws(ProtocolError) -> JSON {
         let source: AudioSource = preview ? .preview : .guided
         let id = claim(source)
         let session: GuidedSession
@@ -258,7 +246,7 @@ final class SessionHost {
             try session.start()
         } catch {
             coordinator.release(source)
-            throw HostError(error)
+            throw ProtocolError(error)
         }
         if !preview { suspended = nil }      // a new guided meditation replaces the one kept
         begin(HostedSession(id: id, source: source, kind: .guided(session, device: device)))

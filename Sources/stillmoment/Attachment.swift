@@ -19,7 +19,7 @@ struct Attachment {
     }
 
     mutating func run() -> Int32 {
-        let signals = StopSignals()
+        let signals = StopFlag.interactive()
         let interactive = Console.isTerminal
         let view = TerminalView(interactive: interactive)
         defer { view.restore() }

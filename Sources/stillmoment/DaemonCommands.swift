@@ -126,12 +126,16 @@ protocol SimpleControlCommand: ParsableCommand {
 
 extension SimpleControlCommand {
     func run() throws {
-        do {
-            let status = try ControlClient.connect().request(Self.command)
-            Console.out(StatusText.summary(status))
-        } catch {
-            throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
-        }
+        Console.out(StatusText.summary(try control(Self.command)))
+    }
+}
+
+/// One request to the running daemon (never starting one); its answer, or the exit.
+func control(_ command: ControlCommand, _ args: [String: JSON] = [:]) throws -> JSON {
+    do {
+        return try ControlClient.connect().request(command, args)
+    } catch {
+        throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
     }
 }
 
@@ -174,12 +178,7 @@ struct SeekCommand: ParsableCommand {
         } catch {
             throw Console.fail("seek: \(error.description)", code: Exit.usage)
         }
-        do {
-            let status = try ControlClient.connect().request(.seek, args)
-            Console.out(StatusText.summary(status))
-        } catch {
-            throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
-        }
+        Console.out(StatusText.summary(try control(.seek, args)))
     }
 }
 

@@ -101,7 +101,7 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         if case .device = error { throw Console.fail(error.description, code: Exit.device) }
         throw Console.fail(error.description, code: Exit.usage)
     }
-    let signals = StopSignals()
+    let signals = StopFlag.interactive()
     let interactive = Console.isTerminal && rendering == nil
     let view = TerminalView(interactive: interactive)
     defer { view.restore() }

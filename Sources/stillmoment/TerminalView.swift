@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import StillMomentControl
 import StillMomentCore
 import Synchronization
 
@@ -77,32 +78,8 @@ final class TerminalView {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP become a request to stop (with a fade), handled by the
-/// main loop; the default action (dying without restoring the terminal) is disabled.
-final class StopSignals {
-    /// Atomics cannot be captured directly; a class holds it for the handlers.
-    private final class Box: Sendable { let value = Atomic<Int32>(0) }
-    private let flagBox = Box()
-    private let sources: [DispatchSourceSignal]
-
-    init() {
-        var list: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            list.append(source)
-        }
-        sources = list
-        for (source, sig) in zip(sources, [SIGINT, SIGTERM, SIGHUP]) {
-            let flag = self.flagBox
-            source.setEventHandler { flag.value.store(sig, ordering: .releasing) }
-            source.resume()
-        }
-    }
-
-    /// The signal received, if any.
-    var received: Int32? {
-        let s = flagBox.value.load(ordering: .acquiring)
-        return s == 0 ? nil : s
-    }
+extension StopFlag {
+    /// SIGINT, SIGTERM and SIGHUP become a request to stop (or detach), handled by the
+    /// main loop, which restores the terminal first.
+    static func interactive() -> StopFlag { StopFlag([SIGINT, SIGTERM, SIGHUP]) }
 }

@@ -128,7 +128,7 @@ struct TimerRunner {
     let language = Language.current
 
     func run() -> Result {
-        let signals = StopSignals()
+        let signals = StopFlag.interactive()
         let interactive = Console.isTerminal && renderingTo == nil
         let view = TerminalView(interactive: interactive)
         defer { view.restore() }
