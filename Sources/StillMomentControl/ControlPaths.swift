@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import StillMomentCore
 
 /// Where the control socket lives: `$XDG_RUNTIME_DIR/stillmoment/control.sock`, else
 /// `/tmp/stillmoment-$UID/control.sock`; the folder is the user's own, mode 0700.
@@ -63,7 +64,10 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .noDaemon: return "no stillmoment daemon is running (nothing is playing)"
-        case .io(let m), .lost(let m): return m
+        case .io(let m): return m
+        case .lost(let m):
+            // What to do: the daemon's own log says why it went away or stopped answering.
+            return "\(m); its log is \(Paths.home)/daemon.log (or `journalctl --user -u stillmoment` under systemd)"
         case .refused(_, let message): return message
         }
     }
