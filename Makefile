@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
-DEB_BUILD := pkg-config libasound2-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
+DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
 DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 util-linux pulseaudio pulseaudio-utils libasound2-plugins
 DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils
 FUZZ_SECONDS ?= 60

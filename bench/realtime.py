@@ -279,7 +279,8 @@ def latency(rounds=5):
         report("click at the pause: largest sample step within 50 ms of the transition, "
                f"vs the tone's own largest step ({tone_step:.4f})",
                f"{worst_step / tone_step:.2f}", "x", "<= 1", worst_step <= tone_step * 1.001)
-        print(f"  underruns during the run: {status.get('underruns')}", flush=True)
+        print(f"  underruns during the run: {status.get('underruns')} (xruns {status.get('xruns')}, "
+              f"silence insertions {status.get('silences')})", flush=True)
     finally:
         rig.close()
 

@@ -1,9 +1,16 @@
 /*
- * The ALSA output thread.
+ * The output thread: an ALSA PCM, or a native PulseAudio stream (pulse.c) behind the
+ * same calls (dev_*).
  *
- * Inside thread_main's loop nothing allocates, locks or calls into Swift: all buffers are
- * made in sm_output_open, the control side talks to the thread through atomics, and the
- * thread wakes the waiting side with a futex (a system call, not a lock).
+ * Inside thread_main's loop our code allocates nothing, takes no lock and never calls
+ * into Swift: all buffers are made in sm_output_open, the control side talks to the
+ * thread through atomics, and the thread wakes the waiting side with a futex (a system
+ * call, not a lock). (On a PulseAudio stream the calls into libpulse take its
+ * priority-inheriting mainloop lock, as ALSA's pulse plugin does inside snd_pcm_writei.)
+ *
+ * Writes never block on a running device: the thread writes what snd_pcm_avail says
+ * fits and otherwise sleeps on the request futex until a period is free, so a pause,
+ * stop or seek is taken up at once however deep the device buffer is.
  *
  * Accounting. dev_pos counts frames handed to the device; every run of ring frames
  * written contiguously is recorded as a segment (device position, ring index, length).
@@ -44,7 +51,8 @@ typedef struct segment {
 enum run_state { ST_RUNNING = 0, ST_PAUSED = 1, ST_DRAINED = 2, ST_FAILED = 3 };
 
 struct sm_output {
-    snd_pcm_t *pcm;
+    snd_pcm_t *pcm;       /* the ALSA PCM, or NULL when ... */
+    sm_pulse *pa;         /* ... a native PulseAudio stream plays instead (pulse.c) */
     sm_ring *ring;
     sm_output_info info;
     char device[128];
@@ -176,6 +184,54 @@ void sm_convert_s32(const float *in, int32_t *out, size_t samples) {
     }
 }
 
+/* ------------------------------------------------------------ device calls */
+
+/* The ALSA calls the thread makes, answered by pulse.c when the device is a native
+ * PulseAudio stream. */
+static snd_pcm_state_t dev_state(sm_output *o) {
+    return o->pa ? (snd_pcm_state_t)sm_pulse_state(o->pa) : snd_pcm_state(o->pcm);
+}
+
+static int dev_delay(sm_output *o, snd_pcm_sframes_t *delay) {
+    if (!o->pa) return snd_pcm_delay(o->pcm, delay);
+    long d = 0;
+    int r = sm_pulse_delay(o->pa, &d);
+    *delay = d;
+    return r;
+}
+
+static snd_pcm_sframes_t dev_avail(sm_output *o) {
+    return o->pa ? sm_pulse_avail(o->pa) : snd_pcm_avail_update(o->pcm);
+}
+
+static snd_pcm_sframes_t dev_rewindable(sm_output *o) {
+    return o->pa ? sm_pulse_rewindable(o->pa) : snd_pcm_rewindable(o->pcm);
+}
+
+static snd_pcm_sframes_t dev_rewind(sm_output *o, snd_pcm_uframes_t frames) {
+    return o->pa ? sm_pulse_rewind(o->pa, frames) : snd_pcm_rewind(o->pcm, frames);
+}
+
+static int dev_pause(sm_output *o, int enable) {
+    return o->pa ? sm_pulse_pause(o->pa, enable) : snd_pcm_pause(o->pcm, enable);
+}
+
+static int dev_drop(sm_output *o) {
+    return o->pa ? sm_pulse_drop(o->pa) : snd_pcm_drop(o->pcm);
+}
+
+static int dev_prepare(sm_output *o) {
+    return o->pa ? sm_pulse_prepare(o->pa) : snd_pcm_prepare(o->pcm);
+}
+
+static int dev_drain(sm_output *o) {
+    return o->pa ? sm_pulse_drain(o->pa) : snd_pcm_drain(o->pcm);
+}
+
+static snd_pcm_sframes_t dev_write(sm_output *o, const void *frames, snd_pcm_uframes_t n) {
+    return o->pa ? sm_pulse_write(o->pa, frames, (uint32_t)n) : snd_pcm_writei(o->pcm, frames, n);
+}
+
 /* ------------------------------------------------------------ open */
 
 static int classify_open_error(int err) {
@@ -247,36 +303,68 @@ static int configure(sm_output *o, const sm_output_config *c, sm_error *e) {
     return 0;
 }
 
+static int open_alsa(sm_output *o, const sm_output_config *c, sm_error *e);
+
+/* A native PulseAudio stream: the default buffer is deep (the server takes back what is
+ * queued, so control stays instant) and its wake-ups are few. */
+#define PULSE_BUFFER_US 500000
+
+static int open_pulse(sm_output *o, const sm_output_config *c, const char *sink, sm_error *e) {
+    uint32_t rate = c->rate ? c->rate : 44100;
+    uint32_t buffer_us = c->buffer_us ? c->buffer_us : PULSE_BUFFER_US;
+    uint32_t periods = c->periods ? c->periods : 4;
+    uint32_t buffer_frames = (uint32_t)((uint64_t)rate * buffer_us / 1000000);
+    uint32_t period_frames = buffer_frames / periods;
+    char message[240];
+    o->pa = sm_pulse_open(sink, rate, &buffer_frames, &period_frames, &o->st_xruns, message, sizeof message);
+    if (!o->pa) {
+        set_error(e, SM_ERR_NO_DEVICE, 0, "cannot open PulseAudio device '%s': %s", o->device, message);
+        return -1;
+    }
+    o->info.rate = rate;
+    o->info.channels = CHANNELS;
+    o->info.buffer_frames = buffer_frames;
+    o->info.period_frames = period_frames ? period_frames : buffer_frames / 4;
+    o->info.format = SM_FORMAT_FLOAT;
+    o->info.can_pause = 1;       /* corks the stream */
+    o->info.can_rewind = 1;
+    return 0;
+}
+
 sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     if (e) memset(e, 0, sizeof *e);
     sm_output *o = calloc(1, sizeof *o);
     if (!o) { set_error(e, SM_ERR_MEMORY, 0, "out of memory"); return NULL; }
-    snprintf(o->device, sizeof o->device, "%s", (c && c->device && *c->device) ? c->device : "default");
-    o->want_realtime = c ? c->want_realtime : 1;
-    o->rt_priority = (c && c->rt_priority > 0) ? c->rt_priority : 50;
+    sm_output_config defaults = { 0 };
+    if (!c) c = &defaults;
+    const char *name = (c->device && *c->device) ? c->device : "default";
+    o->want_realtime = c == &defaults ? 1 : c->want_realtime;
+    o->rt_priority = c->rt_priority > 0 ? c->rt_priority : 50;
     atomic_init(&o->st_realtime, -1);
 
-    alsa_last_message[0] = 0;
-    snd_lib_error_set_handler(alsa_error_handler);
-    /* Non-blocking open: a busy hw device fails at once (EBUSY) instead of waiting until
-     * whoever holds it lets go; then back to blocking writes (as MPD does). */
-    int err = snd_pcm_open(&o->pcm, o->device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK);
-    if (err >= 0 && (err = snd_pcm_nonblock(o->pcm, 0)) < 0) snd_pcm_close(o->pcm);
-    if (err < 0) {
-        int code = classify_open_error(err);
-        if (alsa_last_message[0])
-            set_error(e, code, err, "cannot open ALSA device '%s': %s (%s)", o->device, snd_strerror(err), alsa_last_message);
-        else
-            set_error(e, code, err, "cannot open ALSA device '%s': %s", o->device, snd_strerror(err));
-        o->pcm = NULL;
+    /* "pulse" and "pulse:SINK" play natively on PulseAudio (or PipeWire's pulse server);
+     * "pulse" goes through ALSA's plugin only when libpulse is missing. "alsa:NAME" is
+     * the ALSA PCM NAME, whatever it is called. */
+    int pulse = 0;
+    const char *sink = NULL;
+    if (strncmp(name, "alsa:", 5) == 0 && name[5]) {
+        name += 5;
+    } else if (strcmp(name, "pulse") == 0) {
+        pulse = sm_pulse_available();
+    } else if (strncmp(name, "pulse:", 6) == 0) {
+        pulse = 1;
+        sink = name[6] ? name + 6 : NULL;
+    }
+    snprintf(o->device, sizeof o->device, "%s", name);
+    if (pulse) {
+        if (open_pulse(o, c, sink, e) < 0) { sm_output_close(o); return NULL; }
+    } else if (open_alsa(o, c, e) < 0) {
         sm_output_close(o);
         return NULL;
     }
-    sm_output_config defaults = { 0 };
-    if (configure(o, c ? c : &defaults, e) < 0) { sm_output_close(o); return NULL; }
 
-    uint32_t ring_frames = (c && c->ring_frames) ? c->ring_frames : o->info.rate;
-    if (ring_frames < 2 * o->info.period_frames) ring_frames = 2 * o->info.period_frames;
+    uint32_t ring_frames = c->ring_frames ? c->ring_frames : o->info.rate;
+    if (ring_frames < 2 * o->info.buffer_frames) ring_frames = 2 * o->info.buffer_frames;
     o->ring = sm_ring_create(ring_frames, CHANNELS);
     o->info.ring_frames = o->ring ? sm_ring_capacity(o->ring) : 0;
     o->ramp_frames = o->info.rate / 200;               /* 5 ms */
@@ -298,6 +386,25 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->dither = 0x12345678u;
     o->state = ST_RUNNING;
     return o;
+}
+
+static int open_alsa(sm_output *o, const sm_output_config *c, sm_error *e) {
+    alsa_last_message[0] = 0;
+    snd_lib_error_set_handler(alsa_error_handler);
+    /* Non-blocking open: a busy hw device fails at once (EBUSY) instead of waiting until
+     * whoever holds it lets go; then back to blocking writes (as MPD does). */
+    int err = snd_pcm_open(&o->pcm, o->device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK);
+    if (err >= 0 && (err = snd_pcm_nonblock(o->pcm, 0)) < 0) snd_pcm_close(o->pcm);
+    if (err < 0) {
+        int code = classify_open_error(err);
+        if (alsa_last_message[0])
+            set_error(e, code, err, "cannot open ALSA device '%s': %s (%s)", o->device, snd_strerror(err), alsa_last_message);
+        else
+            set_error(e, code, err, "cannot open ALSA device '%s': %s", o->device, snd_strerror(err));
+        o->pcm = NULL;
+        return -1;
+    }
+    return configure(o, c, e);
 }
 
 /* ------------------------------------------------------------ thread internals */
@@ -324,10 +431,10 @@ static void add_segment(sm_output *o, uint64_t dev_start, uint64_t ring_start, u
 /* Maps the device position heard now to a ring index and publishes it. */
 static void update_clock(sm_output *o) {
     snd_pcm_sframes_t delay = 0;
-    snd_pcm_state_t st = snd_pcm_state(o->pcm);
+    snd_pcm_state_t st = dev_state(o);
     if (st == SND_PCM_STATE_RUNNING || st == SND_PCM_STATE_PREPARED || st == SND_PCM_STATE_PAUSED ||
         st == SND_PCM_STATE_DRAINING) {
-        if (snd_pcm_delay(o->pcm, &delay) < 0) delay = 0;
+        if (dev_delay(o, &delay) < 0) delay = 0;
     }
     if (delay < 0) delay = 0;
     if ((uint64_t)delay > o->dev_pos) delay = (snd_pcm_sframes_t)o->dev_pos;
@@ -356,6 +463,7 @@ static void update_clock(sm_output *o) {
 static int recover(sm_output *o, int err) {
     if (err == -EPIPE) atomic_fetch_add_explicit(&o->st_xruns, 1, memory_order_relaxed);
     else if (err == -ESTRPIPE) atomic_fetch_add_explicit(&o->st_suspends, 1, memory_order_relaxed);
+    if (o->pa) return dev_state(o) == SND_PCM_STATE_DISCONNECTED ? -ENODEV : 0;
     switch (snd_pcm_state(o->pcm)) {
     case SND_PCM_STATE_PAUSED:
         return snd_pcm_pause(o->pcm, 0);
@@ -378,8 +486,12 @@ static int recover(sm_output *o, int err) {
 }
 
 static void fail(sm_output *o, int err, const char *what) {
-    set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "ALSA device '%s' failed while %s: %s",
-              o->device, what, snd_strerror(err));
+    if (o->pa)
+        set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "PulseAudio device '%s' failed while %s: %s",
+                  o->device, what, sm_pulse_error(o->pa));
+    else
+        set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "ALSA device '%s' failed while %s: %s",
+                  o->device, what, snd_strerror(err));
     o->state = ST_FAILED;
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
 }
@@ -394,7 +506,7 @@ static int write_device(sm_output *o, uint32_t n) {
     uint32_t done = 0;
     int attempts = 0;
     while (done < n) {
-        snd_pcm_sframes_t w = snd_pcm_writei(o->pcm, (const char *)src + done * frame_bytes, n - done);
+        snd_pcm_sframes_t w = dev_write(o, (const char *)src + done * frame_bytes, n - done);
         if (w == -EAGAIN) continue;
         if (w < 0) {
             int r = recover(o, (int)w);
@@ -472,7 +584,7 @@ static int play_ring(sm_output *o, uint32_t n) {
     add_segment(o, dev_start, start, got);
     snd_pcm_sframes_t delay;
     if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed) &&
-        snd_pcm_state(o->pcm) == SND_PCM_STATE_RUNNING && snd_pcm_delay(o->pcm, &delay) == 0 && delay > 0)
+        dev_state(o) == SND_PCM_STATE_RUNNING && dev_delay(o, &delay) == 0 && delay > 0)
         atomic_store_explicit(&o->st_paced, 1, memory_order_relaxed);
     update_clock(o);
     publish_stats(o);
@@ -501,13 +613,13 @@ static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
  * taken back are played again from the history. */
 static void take_back(sm_output *o) {
     if (!o->info.can_rewind) return;
-    snd_pcm_state_t st = snd_pcm_state(o->pcm);
+    snd_pcm_state_t st = dev_state(o);
     if (st != SND_PCM_STATE_RUNNING && st != SND_PCM_STATE_PREPARED) return;
     /* Only what is queued and not yet heard may be taken back: never more than the
      * delay (0 on a device that does not pace, such as null or file). */
-    snd_pcm_sframes_t rewindable = snd_pcm_rewindable(o->pcm);
+    snd_pcm_sframes_t rewindable = dev_rewindable(o);
     snd_pcm_sframes_t queued = 0;
-    if (snd_pcm_delay(o->pcm, &queued) < 0 || queued < 0) queued = 0;
+    if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
     snd_pcm_sframes_t margin = (snd_pcm_sframes_t)(o->info.rate / 500 + o->ramp_frames); /* 2 ms + ramp */
     uint64_t tail = 0;
@@ -519,7 +631,7 @@ static void take_back(sm_output *o) {
     snd_pcm_sframes_t k = rewindable - margin;
     if ((uint64_t)k > tail) k = (snd_pcm_sframes_t)tail;
     if (rewindable <= margin || k <= 0) return;
-    snd_pcm_sframes_t back = snd_pcm_rewind(o->pcm, (snd_pcm_uframes_t)k);
+    snd_pcm_sframes_t back = dev_rewind(o, (snd_pcm_uframes_t)k);
     if (back <= 0) return;
     o->dev_pos -= (uint64_t)back;
     o->seg[o->seg_count - 1].len -= (uint64_t)back;
@@ -572,22 +684,30 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
 
 /* After a fade to zero: lets it play out, pauses the device and flushes the ring. */
 static void settle_paused(sm_output *o) {
-    /* A few ms of zeros after the fade, so the device holds silence while paused. */
-    uint32_t tail = o->ramp_frames;
+    /* Zeros after the fade, so the device holds silence while paused. PulseAudio takes
+     * back what its sink has mixed ahead when a stream is corked, and its clock is an
+     * estimate: there the zeros are 60 ms, and the cork comes when half of them are left,
+     * so that what a cork takes back is silence, never the end of the fade. */
+    uint32_t tail = o->ramp_frames, left = o->ramp_frames;
+    if (o->pa) {
+        tail = 12 * o->ramp_frames;
+        if (tail > o->info.period_frames) tail = o->info.period_frames;
+        left = tail / 2;
+    }
     if (play_silence(o, tail, 0) < 0) return;
     /* Let the fade play out before pausing. */
     for (int i = 0; i < 50; i++) {
         snd_pcm_sframes_t delay;
-        if (snd_pcm_state(o->pcm) != SND_PCM_STATE_RUNNING || snd_pcm_delay(o->pcm, &delay) < 0 ||
-            delay <= (snd_pcm_sframes_t)tail)
+        if (dev_state(o) != SND_PCM_STATE_RUNNING || dev_delay(o, &delay) < 0 ||
+            delay <= (snd_pcm_sframes_t)left)
             break;
-        sleep_frames(o, (uint64_t)delay - tail);
+        sleep_frames(o, (uint64_t)delay - left);
     }
-    snd_pcm_state_t st = snd_pcm_state(o->pcm);
-    if (st == SND_PCM_STATE_RUNNING && o->info.can_pause && snd_pcm_pause(o->pcm, 1) == 0) {
+    snd_pcm_state_t st = dev_state(o);
+    if (st == SND_PCM_STATE_RUNNING && o->info.can_pause && dev_pause(o, 1) == 0) {
         /* paused in place */
     } else if (st == SND_PCM_STATE_RUNNING || st == SND_PCM_STATE_PREPARED) {
-        snd_pcm_drop(o->pcm);
+        dev_drop(o);
     }
     flush_ring(o);
     o->state = ST_PAUSED;
@@ -618,13 +738,17 @@ static void finish_fade(sm_output *o) {
 
 static void do_resume(sm_output *o) {
     if (o->state == ST_PAUSED || o->state == ST_DRAINED) {
-        snd_pcm_state_t st = snd_pcm_state(o->pcm);
+        snd_pcm_state_t st = dev_state(o);
         if (st == SND_PCM_STATE_PAUSED) {
-            if (snd_pcm_pause(o->pcm, 0) < 0) snd_pcm_prepare(o->pcm);
+            if (dev_pause(o, 0) < 0) dev_prepare(o);
         } else if (st == SND_PCM_STATE_SETUP || st == SND_PCM_STATE_XRUN) {
-            snd_pcm_prepare(o->pcm);
+            dev_prepare(o);
         }
         o->state = ST_RUNNING;
+        /* PulseAudio rewinds its sink to start a resumed stream at once, and the first
+         * ms of it were seen missing at the monitor (up to 3 ms): lead with 10 ms of
+         * silence, so that whatever is lost is not the fade-in. */
+        if (o->pa) play_silence(o, 2 * o->ramp_frames, 0);
     }
     o->gain_target = 1.0f;
 }
@@ -653,13 +777,17 @@ static void handle_requests(sm_output *o) {
         if (o->state == ST_RUNNING) do_flush(o);
         else { flush_ring(o); atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release); }
         break;
+    /* A drain or a fade is taken up here and finished in the loop (finish_request then).
+     * Taken up means handled: the waits sleep again (before, they saw the request as
+     * pending and the thread spun until the drain or fade was over). */
     case SM_REQ_DRAIN:
-        if (o->state == ST_RUNNING) { o->draining = 1; return; } /* finished in the loop */
+        if (o->state == ST_RUNNING) { o->draining = 1; o->handled_seq = seq; return; }
         break;
     case SM_REQ_FADE:
         if (o->state == ST_RUNNING) {
             if (!o->fading) start_fade(o, atomic_load_explicit(&o->req_arg, memory_order_acquire));
-            return;                                               /* finished in the loop */
+            o->handled_seq = seq;
+            return;
         }
         break;
     default: break;
@@ -675,6 +803,20 @@ static void wait_for_data(sm_output *o, int timeout_ms) {
         !atomic_load_explicit(&o->quit, memory_order_seq_cst))
         futex_wait(&o->data_counter, c, timeout_ms);
     atomic_store_explicit(&o->consumer_waiting, 0, memory_order_relaxed);
+}
+
+/* Sleeps until a request comes or the timeout passes (data from the producer does not
+ * wake it: this is the wait for room in the device). */
+static void wait_for_request(sm_output *o, int timeout_ms) {
+    uint32_t c = atomic_load_explicit(&o->data_counter, memory_order_seq_cst);
+    if (atomic_load_explicit(&o->req_seq, memory_order_seq_cst) == o->handled_seq &&
+        !atomic_load_explicit(&o->quit, memory_order_seq_cst))
+        futex_wait(&o->data_counter, c, timeout_ms);
+}
+
+static int frames_to_ms(const sm_output *o, uint64_t frames) {
+    uint64_t ms = (frames * 1000 + o->info.rate - 1) / o->info.rate;
+    return ms < 1 ? 1 : (ms > 1000 ? 1000 : (int)ms);
 }
 
 static void set_realtime(sm_output *o) {
@@ -713,7 +855,7 @@ static void *thread_main(void *arg) {
         }
         uint32_t pending = pending_frames(o);
         if (o->draining && pending == 0) {
-            snd_pcm_drain(o->pcm);
+            dev_drain(o);
             update_clock(o);
             atomic_store_explicit(&o->played_index, o->next_ring, memory_order_release);
             o->draining = 0;
@@ -721,14 +863,27 @@ static void *thread_main(void *arg) {
             finish_request(o, atomic_load(&o->req_seq));
             continue;
         }
+        int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
         if (pending >= period || (o->draining && pending > 0)) {
-            play_ring(o, pending < period ? pending : period);
+            uint32_t n = pending < period ? pending : period;
+            if (paced && dev_state(o) == SND_PCM_STATE_RUNNING) {
+                /* Write only what fits. A full device is waited for here, where a request
+                 * wakes us at once, not inside a blocking write that could hold a pause
+                 * back for a whole period of a deep buffer. */
+                snd_pcm_sframes_t avail = dev_avail(o);
+                if (avail >= 0 && avail < (snd_pcm_sframes_t)n) {
+                    update_clock(o);
+                    wait_for_request(o, frames_to_ms(o, n - (uint64_t)avail));
+                    continue;
+                }
+            }
+            play_ring(o, n);
             continue;
         }
-        snd_pcm_state_t st = snd_pcm_state(o->pcm);
-        if (atomic_load_explicit(&o->st_paced, memory_order_relaxed) && st == SND_PCM_STATE_RUNNING) {
+        snd_pcm_state_t st = dev_state(o);
+        if (paced && st == SND_PCM_STATE_RUNNING) {
             snd_pcm_sframes_t delay = 0;
-            if (snd_pcm_delay(o->pcm, &delay) < 0) delay = 0;
+            if (dev_delay(o, &delay) < 0) delay = 0;
             if (delay < (snd_pcm_sframes_t)period) {
                 /* The device would run dry: play what there is, else silence. */
                 if (pending > 0) play_ring(o, pending);
@@ -771,6 +926,7 @@ void sm_output_close(sm_output *o) {
         snd_pcm_drop(o->pcm);
         snd_pcm_close(o->pcm);
     }
+    sm_pulse_close(o->pa);
     sm_ring_destroy(o->ring);
     free(o->fbuf);
     free(o->obuf);

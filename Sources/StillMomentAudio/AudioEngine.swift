@@ -13,15 +13,16 @@ public enum AudioSink: Sendable {
 
 public struct DeviceConfiguration: Sendable, Equatable {
     public var name: String
-    /// Device buffer (about 100 ms) and how many periods it has.
-    public var bufferMicroseconds: Int
-    public var periods: Int
+    /// Device buffer and how many periods it has; nil for the backend's default (100 ms in
+    /// 4 on ALSA, 500 ms in 4 on PulseAudio, which takes queued audio back on a pause).
+    public var bufferMicroseconds: Int?
+    public var periods: Int?
     /// Frames the ring between the render thread and the output thread holds.
     public var ringFrames: Int?
     /// Ask for SCHED_FIFO for the output thread.
     public var realtime: Bool
 
-    public init(name: String = "default", bufferMicroseconds: Int = 100_000, periods: Int = 4,
+    public init(name: String = "default", bufferMicroseconds: Int? = nil, periods: Int? = nil,
                 ringFrames: Int? = nil, realtime: Bool = true) {
         self.name = name
         self.bufferMicroseconds = bufferMicroseconds
@@ -86,8 +87,8 @@ public final class AudioEngine: Sendable {
                 var c = sm_output_config()
                 c.device = name
                 c.rate = UInt32(sampleRate)
-                c.buffer_us = UInt32(max(10_000, config.bufferMicroseconds))
-                c.periods = UInt32(max(2, config.periods))
+                c.buffer_us = config.bufferMicroseconds.map { UInt32(min(2_000_000, max(10_000, $0))) } ?? 0
+                c.periods = config.periods.map { UInt32(min(32, max(2, $0))) } ?? 0
                 c.ring_frames = UInt32(config.ringFrames ?? sampleRate)
                 c.want_realtime = config.realtime ? 1 : 0
                 return sm_output_open(&c, &error)

@@ -52,10 +52,10 @@ case "play":
     // output thread's counts and the audio clock against CLOCK_MONOTONIC.
     guard args.count >= 4 else { fail("usage: stillmoment-bench play FILE DEVICE [SECONDS] [loop]") }
     do {
-        // BUFFER_MS and PERIODS (environment) try other device buffers than the 100 ms in 4.
+        // BUFFER_MS and PERIODS (environment) try other device buffers than the default.
         func number(_ name: String) -> Int? { getenv(name).flatMap { Int(String(cString: $0)) } }
-        let device = DeviceConfiguration(name: args[3], bufferMicroseconds: (number("BUFFER_MS") ?? 100) * 1000,
-                                         periods: number("PERIODS") ?? 4)
+        let device = DeviceConfiguration(name: args[3], bufferMicroseconds: number("BUFFER_MS").map { $0 * 1000 },
+                                         periods: number("PERIODS"))
         let engine = try AudioEngine(sampleRate: 44100, sink: .device(device))
         let loop = args.count > 5 && args[5] == "loop"
         let source = try DecodedSource(path: args[2], engineRate: engine.sampleRate, loop: loop)
@@ -74,7 +74,8 @@ case "play":
         while engine.state == .running || engine.state == .idle {
             usleep(200_000)
             let p = engine.position
-            if p < end { p1 = p; clock_gettime(CLOCK_MONOTONIC, &t1) }
+            // Only while it moves: it stands still while the device drains at the end.
+            if p < end && p > p1 { p1 = p; clock_gettime(CLOCK_MONOTONIC, &t1) }
         }
         let wall = Double(t1.tv_sec - t0.tv_sec) + Double(t1.tv_nsec - t0.tv_nsec) / 1e9
         let audio = Double(p1 - p0) / Double(engine.sampleRate)

@@ -3,8 +3,8 @@
  *
  * - sm_ring:   a lock-free single-producer/single-consumer ring of interleaved float
  *              frames (power-of-two capacity, C11 acquire/release on the indices).
- * - sm_output: an ALSA output thread that reads the ring and writes the PCM with
- *              snd_pcm_writei. It never allocates, never locks and never calls into
+ * - sm_output: an output thread that reads the ring and writes an ALSA PCM with
+ *              snd_pcm_writei (or a native PulseAudio stream, see pulse.c). It never allocates, never locks and never calls into
  *              Swift inside its loop. Control requests (pause, resume, flush, drain) are
  *              posted through atomics and acknowledged through a futex.
  *
@@ -65,9 +65,12 @@ typedef struct sm_error {
 } sm_error;
 
 typedef struct sm_output_config {
-    const char *device;      /* ALSA PCM name; NULL means "default" */
+    const char *device;      /* ALSA PCM name; NULL means "default". "pulse" and
+                                "pulse:SINK" play natively on PulseAudio, "alsa:NAME"
+                                is the ALSA PCM NAME whatever it is called */
     uint32_t rate;           /* requested rate; the device may give another */
-    uint32_t buffer_us;      /* device buffer, default 100000 */
+    uint32_t buffer_us;      /* device buffer; 0: 100000 on ALSA, 500000 on PulseAudio
+                                (which takes queued audio back, so control stays instant) */
     uint32_t periods;        /* periods per buffer, default 4 */
     uint32_t ring_frames;    /* ring capacity (rounded up to 2^n), default rate */
     int want_realtime;       /* ask for SCHED_FIFO (1) or not (0) */

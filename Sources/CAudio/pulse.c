@@ -1,0 +1,428 @@
+/*
+ * A native PulseAudio playback stream for the output thread (output.c), used for the
+ * device names "pulse" and "pulse:SINK".
+ *
+ * Why not ALSA's pulse plugin: the plugin hands every write to the server at once and
+ * cannot take it back (snd_pcm_rewind moves a pointer only), so on it a deep buffer
+ * makes every pause, stop and seek late by the whole buffer, and a shallow one costs a
+ * wake-up of three threads every few ms. The native protocol can overwrite what is
+ * queued (a write with a negative relative seek; the server rewinds its sink and
+ * renders the new data), which is the rewind the output thread needs for "deep buffer,
+ * instant control". MPD and mpg123 have native PulseAudio outputs for the same reasons.
+ *
+ * libpulse is loaded with dlopen when a pulse device is opened, so a Raspberry Pi
+ * without a sound server needs neither libpulse nor its dependencies.
+ *
+ * The calls mirror the ALSA calls output.c makes: a state in ALSA's terms, writes that
+ * never block (the output thread writes only what avail says fits), the delay (frames
+ * queued before a frame written now is heard), rewind (the next write goes back over
+ * queued audio), drop (cork and flush), prepare (uncork) and drain. Server callbacks
+ * run on libpulse's own thread and only signal or count.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <alsa/asoundlib.h>
+#include <pulse/pulseaudio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PA_FUNCS(X)                                                                          \
+    X(pa_threaded_mainloop_new) X(pa_threaded_mainloop_free) X(pa_threaded_mainloop_start) \
+    X(pa_threaded_mainloop_stop) X(pa_threaded_mainloop_lock) X(pa_threaded_mainloop_unlock) \
+    X(pa_threaded_mainloop_wait) X(pa_threaded_mainloop_signal) X(pa_threaded_mainloop_get_api) \
+    X(pa_context_new) X(pa_context_connect) X(pa_context_disconnect) X(pa_context_unref)     \
+    X(pa_context_get_state) X(pa_context_set_state_callback) X(pa_context_errno)            \
+    X(pa_stream_new) X(pa_stream_connect_playback) X(pa_stream_disconnect) X(pa_stream_unref) \
+    X(pa_stream_get_state) X(pa_stream_set_state_callback) X(pa_stream_set_write_callback)   \
+    X(pa_stream_set_underflow_callback) X(pa_stream_set_started_callback) X(pa_stream_writable_size) X(pa_stream_write)        \
+    X(pa_stream_get_latency) X(pa_stream_cork) X(pa_stream_flush) X(pa_stream_drain)         \
+    X(pa_stream_get_buffer_attr) X(pa_operation_get_state) X(pa_operation_unref) X(pa_strerror)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+    PA_FUNCS(X)
+#undef X
+} pa;
+static int pa_loaded;          /* 1 loaded, -1 not available */
+static char pa_load_error[160];
+static pthread_once_t pa_once = PTHREAD_ONCE_INIT;
+
+static void load_libpulse(void) {
+    void *h = dlopen("libpulse.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(pa_load_error, sizeof pa_load_error, "%s", dlerror());
+        pa_loaded = -1;
+        return;
+    }
+#define X(f) if (!(pa.f = (__typeof__(f) *)dlsym(h, #f))) { \
+        snprintf(pa_load_error, sizeof pa_load_error, "libpulse.so.0 has no %s", #f); \
+        pa_loaded = -1; return; }
+    PA_FUNCS(X)
+#undef X
+    pa_loaded = 1;
+}
+
+int sm_pulse_available(void) {
+    pthread_once(&pa_once, load_libpulse);
+    return pa_loaded == 1;
+}
+
+struct sm_pulse {
+    pa_threaded_mainloop *ml;
+    pa_context *ctx;
+    pa_stream *st;
+    uint32_t rate;
+    size_t frame_bytes;
+    int64_t seek_bytes;        /* a rewind not yet applied: the next write's offset */
+    int state;                 /* SND_PCM_STATE_* as output.c expects */
+    int uncork_pending;        /* resumed: uncork right after the next write */
+    _Atomic uint32_t *underflows;
+    char error[200];
+};
+
+static void context_cb(pa_context *c, void *u) {
+    (void)c;
+    sm_pulse *p = u;
+    pa.pa_threaded_mainloop_signal(p->ml, 0);
+}
+
+static void stream_cb(pa_stream *s, void *u) {
+    (void)s;
+    sm_pulse *p = u;
+    pa.pa_threaded_mainloop_signal(p->ml, 0);
+}
+
+static void write_cb(pa_stream *s, size_t n, void *u) {
+    (void)s; (void)n;
+    sm_pulse *p = u;
+    pa.pa_threaded_mainloop_signal(p->ml, 0);
+}
+
+/* The server played everything queued while we were running: an underrun. (Not while
+ * corked, draining or flushed: those empty the stream on purpose.) The server starts
+ * again by itself once the start threshold (prebuf) is queued, like ALSA after prepare. */
+static void underflow_cb(pa_stream *s, void *u) {
+    (void)s;
+    sm_pulse *p = u;
+    if (p->state != SND_PCM_STATE_RUNNING) return;
+    if (p->underflows) atomic_fetch_add_explicit(p->underflows, 1, memory_order_relaxed);
+    p->state = SND_PCM_STATE_PREPARED;
+    pa.pa_threaded_mainloop_signal(p->ml, 0);
+}
+
+/* Playback began: the start threshold was reached (after opening, a flush or an
+ * underrun). Until then the stream is PREPARED, as an ALSA PCM before its start. */
+static void started_cb(pa_stream *s, void *u) {
+    (void)s;
+    sm_pulse *p = u;
+    if (p->state == SND_PCM_STATE_PREPARED) p->state = SND_PCM_STATE_RUNNING;
+    pa.pa_threaded_mainloop_signal(p->ml, 0);
+}
+
+/* Called with the lock held: 1 while the connection and the stream are usable. */
+static int alive(sm_pulse *p) {
+    if (!p->ctx || pa.pa_context_get_state(p->ctx) != PA_CONTEXT_READY) return 0;
+    if (p->st && pa.pa_stream_get_state(p->st) != PA_STREAM_READY) return 0;
+    return 1;
+}
+
+static void note_failure(sm_pulse *p) {
+    if (p->state == SND_PCM_STATE_DISCONNECTED) return;
+    p->state = SND_PCM_STATE_DISCONNECTED;
+    int err = p->ctx ? pa.pa_context_errno(p->ctx) : PA_ERR_UNKNOWN;
+    snprintf(p->error, sizeof p->error, "%s", pa.pa_strerror(err ? err : PA_ERR_CONNECTIONTERMINATED));
+}
+
+/* Waits for an operation to finish (with the lock held); drops it. */
+static void finish(sm_pulse *p, pa_operation *op) {
+    if (!op) { note_failure(p); return; }
+    while (pa.pa_operation_get_state(op) == PA_OPERATION_RUNNING && alive(p))
+        pa.pa_threaded_mainloop_wait(p->ml);
+    pa.pa_operation_unref(op);
+}
+
+static void op_done_cb(pa_stream *s, int success, void *u) {
+    (void)s; (void)success;
+    sm_pulse *p = u;
+    pa.pa_threaded_mainloop_signal(p->ml, 0);
+}
+
+void sm_pulse_close(sm_pulse *p) {
+    if (!p) return;
+    if (p->ml) pa.pa_threaded_mainloop_stop(p->ml);
+    if (p->st) {
+        pa.pa_stream_set_state_callback(p->st, NULL, NULL);
+        pa.pa_stream_set_write_callback(p->st, NULL, NULL);
+        pa.pa_stream_set_underflow_callback(p->st, NULL, NULL);
+        pa.pa_stream_set_started_callback(p->st, NULL, NULL);
+        pa.pa_stream_disconnect(p->st);
+        pa.pa_stream_unref(p->st);
+    }
+    if (p->ctx) {
+        pa.pa_context_set_state_callback(p->ctx, NULL, NULL);
+        pa.pa_context_disconnect(p->ctx);
+        pa.pa_context_unref(p->ctx);
+    }
+    if (p->ml) pa.pa_threaded_mainloop_free(p->ml);
+    free(p);
+}
+
+sm_pulse *sm_pulse_open(const char *sink, uint32_t rate, uint32_t *buffer_frames, uint32_t *period_frames,
+                        _Atomic uint32_t *underflows, char *message, size_t message_size) {
+    if (!sm_pulse_available()) {
+        snprintf(message, message_size, "PulseAudio's client library is not installed (%s)", pa_load_error);
+        return NULL;
+    }
+    sm_pulse *p = calloc(1, sizeof *p);
+    if (!p) { snprintf(message, message_size, "out of memory"); return NULL; }
+    p->rate = rate;
+    p->frame_bytes = 2 * sizeof(float);
+    p->underflows = underflows;
+    p->state = SND_PCM_STATE_OPEN;
+    p->ml = pa.pa_threaded_mainloop_new();
+    if (!p->ml) { snprintf(message, message_size, "out of memory"); free(p); return NULL; }
+    p->ctx = pa.pa_context_new(pa.pa_threaded_mainloop_get_api(p->ml), "stillmoment");
+    if (!p->ctx) { snprintf(message, message_size, "out of memory"); sm_pulse_close(p); return NULL; }
+    pa.pa_context_set_state_callback(p->ctx, context_cb, p);
+    /* The server from PULSE_SERVER or the user's session, as every client finds it;
+     * never start one (a daemon must not spawn a sound server behind the user's back). */
+    if (pa.pa_context_connect(p->ctx, NULL, PA_CONTEXT_NOAUTOSPAWN, NULL) < 0) {
+        snprintf(message, message_size, "cannot connect to the PulseAudio server: %s",
+                 pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+        sm_pulse_close(p);
+        return NULL;
+    }
+    if (pa.pa_threaded_mainloop_start(p->ml) < 0) {
+        snprintf(message, message_size, "cannot start PulseAudio's client thread");
+        sm_pulse_close(p);
+        return NULL;
+    }
+    pa.pa_threaded_mainloop_lock(p->ml);
+    pa_context_state_t cs;
+    while ((cs = pa.pa_context_get_state(p->ctx)) != PA_CONTEXT_READY) {
+        if (!PA_CONTEXT_IS_GOOD(cs)) {
+            snprintf(message, message_size, "cannot connect to the PulseAudio server: %s",
+                     pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+            pa.pa_threaded_mainloop_unlock(p->ml);
+            sm_pulse_close(p);
+            return NULL;
+        }
+        pa.pa_threaded_mainloop_wait(p->ml);
+    }
+    pa_sample_spec ss = { .format = PA_SAMPLE_FLOAT32LE, .rate = rate, .channels = 2 };
+    p->st = pa.pa_stream_new(p->ctx, "meditation", &ss, NULL);
+    if (!p->st) {
+        snprintf(message, message_size, "PulseAudio refused the stream: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+        pa.pa_threaded_mainloop_unlock(p->ml);
+        sm_pulse_close(p);
+        return NULL;
+    }
+    pa.pa_stream_set_state_callback(p->st, stream_cb, p);
+    pa.pa_stream_set_write_callback(p->st, write_cb, p);
+    pa.pa_stream_set_underflow_callback(p->st, underflow_cb, p);
+    pa.pa_stream_set_started_callback(p->st, started_cb, p);
+    /* tlength is the whole latency (ADJUST_LATENCY), minreq the wake-up size, and the
+     * server starts playing once all but one period is queued (ALSA's start threshold). */
+    uint32_t tlength = (uint32_t)(*buffer_frames * p->frame_bytes);
+    uint32_t minreq = (uint32_t)(*period_frames * p->frame_bytes);
+    pa_buffer_attr attr = {
+        .maxlength = (uint32_t)-1,
+        .tlength = tlength,
+        .prebuf = tlength > minreq ? tlength - minreq : minreq,
+        .minreq = minreq,
+        .fragsize = (uint32_t)-1,
+    };
+    pa_stream_flags_t flags = PA_STREAM_INTERPOLATE_TIMING | PA_STREAM_AUTO_TIMING_UPDATE | PA_STREAM_ADJUST_LATENCY;
+    const char *dev = (sink && *sink) ? sink : NULL;
+    if (pa.pa_stream_connect_playback(p->st, dev, &attr, flags, NULL, NULL) < 0) {
+        snprintf(message, message_size, "PulseAudio refused the stream: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+        pa.pa_threaded_mainloop_unlock(p->ml);
+        sm_pulse_close(p);
+        return NULL;
+    }
+    pa_stream_state_t ss_state;
+    while ((ss_state = pa.pa_stream_get_state(p->st)) != PA_STREAM_READY) {
+        if (!PA_STREAM_IS_GOOD(ss_state) || pa.pa_context_get_state(p->ctx) != PA_CONTEXT_READY) {
+            int err = pa.pa_context_errno(p->ctx);
+            if (err == PA_ERR_NOENTITY && dev)
+                snprintf(message, message_size, "PulseAudio has no sink named '%s' (see: pactl list short sinks)", dev);
+            else
+                snprintf(message, message_size, "PulseAudio refused the stream: %s", pa.pa_strerror(err));
+            pa.pa_threaded_mainloop_unlock(p->ml);
+            sm_pulse_close(p);
+            return NULL;
+        }
+        pa.pa_threaded_mainloop_wait(p->ml);
+    }
+    const pa_buffer_attr *got = pa.pa_stream_get_buffer_attr(p->st);
+    if (got) {
+        *buffer_frames = (uint32_t)(got->tlength / p->frame_bytes);
+        *period_frames = (uint32_t)(got->minreq / p->frame_bytes);
+    }
+    p->state = SND_PCM_STATE_PREPARED;
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return p;
+}
+
+const char *sm_pulse_error(const sm_pulse *p) {
+    return p->error[0] ? p->error : "the connection to the server was lost";
+}
+
+int sm_pulse_state(sm_pulse *p) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    if (!alive(p)) note_failure(p);
+    int s = p->state;
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return s;
+}
+
+/* Frames that can be written now. */
+long sm_pulse_avail(sm_pulse *p) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    long n = -ENODEV;
+    if (alive(p)) {
+        size_t w = pa.pa_stream_writable_size(p->st);
+        if (w != (size_t)-1) n = (long)(w / p->frame_bytes);
+    } else {
+        note_failure(p);
+    }
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return n;
+}
+
+/* Writes all n frames (a blocking write, as snd_pcm_writei in blocking mode). */
+long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n) {
+    const char *src = (const char *)frames;
+    size_t left = n * p->frame_bytes;
+    pa.pa_threaded_mainloop_lock(p->ml);
+    while (left > 0) {
+        if (!alive(p)) { note_failure(p); pa.pa_threaded_mainloop_unlock(p->ml); return -ENODEV; }
+        size_t w = pa.pa_stream_writable_size(p->st);
+        if (w == (size_t)-1) { note_failure(p); pa.pa_threaded_mainloop_unlock(p->ml); return -ENODEV; }
+        w += (size_t)(-p->seek_bytes);   /* a rewind makes room the server has not asked for yet */
+        w -= w % p->frame_bytes;
+        if (w == 0) { pa.pa_threaded_mainloop_wait(p->ml); continue; }
+        if (w > left) w = left;
+        if (pa.pa_stream_write(p->st, src, w, NULL, p->seek_bytes, PA_SEEK_RELATIVE) < 0) {
+            note_failure(p);
+            pa.pa_threaded_mainloop_unlock(p->ml);
+            return -ENODEV;
+        }
+        p->seek_bytes = 0;
+        src += w;
+        left -= w;
+        if (p->uncork_pending) {
+            /* After the data, so the server never finds the resumed stream empty. */
+            pa_operation *op = pa.pa_stream_cork(p->st, 0, NULL, NULL);
+            if (op) pa.pa_operation_unref(op);
+            p->uncork_pending = 0;
+        }
+    }
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return (long)n;
+}
+
+/* Frames between the write position and the frame heard now (snd_pcm_delay). */
+int sm_pulse_delay(sm_pulse *p, long *frames) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    int r = 0;
+    pa_usec_t usec = 0;
+    int negative = 0;
+    if (!alive(p)) { note_failure(p); r = -ENODEV; }
+    else if (pa.pa_stream_get_latency(p->st, &usec, &negative) < 0) { usec = 0; r = -EAGAIN; }
+    long d = negative ? 0 : (long)((usec * p->rate + 500000) / 1000000);
+    d += (long)(p->seek_bytes / (int64_t)p->frame_bytes);  /* a pending rewind */
+    *frames = d > 0 ? d : 0;
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return r;
+}
+
+/* Queued frames that may be taken back: all but what the server is about to play. The
+ * server rewinds its sink to render the overwritten part; 10 ms covers the request's
+ * trip and the sink's own safety margin (40 pauses in a row faded cleanly at the null
+ * sink's monitor, heard 19-29 ms after the command). */
+long sm_pulse_rewindable(sm_pulse *p) {
+    long d = 0;
+    if (sm_pulse_delay(p, &d) < 0) return 0;
+    long guard = (long)(p->rate / 100);
+    return d > guard ? d - guard : 0;
+}
+
+long sm_pulse_rewind(sm_pulse *p, unsigned long frames) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    p->seek_bytes -= (int64_t)(frames * p->frame_bytes);
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return (long)frames;
+}
+
+/* snd_pcm_pause. Pausing corks the stream where it is (the output thread pauses once
+ * its fade has been heard); resuming uncorks it with the next write. (Corking is the
+ * server's own pause. A flushed stream instead restarts through its start threshold,
+ * and PulseAudio 16 was seen to skip the first ms of a restart: the fade-in.) */
+int sm_pulse_pause(sm_pulse *p, int enable) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    int r = -ENODEV;
+    if (alive(p)) {
+        r = 0;
+        if (enable) {
+            p->uncork_pending = 0;
+            finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
+            if (alive(p)) p->state = SND_PCM_STATE_PAUSED;
+            else r = -ENODEV;
+        } else if (p->state == SND_PCM_STATE_PAUSED) {
+            p->state = SND_PCM_STATE_RUNNING;
+            p->uncork_pending = 1;
+        }
+    }
+    if (r < 0) note_failure(p);
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return r;
+}
+
+/* snd_pcm_drop: stop at once and forget what is queued. */
+int sm_pulse_drop(sm_pulse *p) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    p->seek_bytes = 0;
+    p->uncork_pending = 0;
+    if (alive(p)) {
+        p->state = SND_PCM_STATE_SETUP;
+        finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
+        if (alive(p)) finish(p, pa.pa_stream_flush(p->st, op_done_cb, p));
+    }
+    int r = alive(p) ? 0 : -ENODEV;
+    if (r < 0) note_failure(p);
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return r;
+}
+
+/* snd_pcm_prepare: ready to play again; the server starts once enough is queued. */
+int sm_pulse_prepare(sm_pulse *p) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    int r = -ENODEV;
+    if (alive(p)) {
+        finish(p, pa.pa_stream_cork(p->st, 0, op_done_cb, p));
+        if (alive(p)) { p->state = SND_PCM_STATE_PREPARED; r = 0; }
+    }
+    if (r < 0) note_failure(p);
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return r;
+}
+
+/* snd_pcm_drain: returns when everything written has been played. */
+int sm_pulse_drain(sm_pulse *p) {
+    pa.pa_threaded_mainloop_lock(p->ml);
+    int r = -ENODEV;
+    if (alive(p)) {
+        p->state = SND_PCM_STATE_DRAINING;
+        finish(p, pa.pa_stream_drain(p->st, op_done_cb, p));
+        if (alive(p)) { p->state = SND_PCM_STATE_SETUP; r = 0; }
+    }
+    if (r < 0) note_failure(p);
+    pa.pa_threaded_mainloop_unlock(p->ml);
+    return r;
+}
