@@ -305,6 +305,21 @@ static int configure(sm_output *o, const sm_output_config *c, sm_error *e) {
 
 static int open_alsa(sm_output *o, const sm_output_config *c, sm_error *e);
 
+/* 1 when an ALSA PCM is ALSA's PulseAudio plugin ("default" on most desktops). */
+static int is_pulse_plugin(snd_pcm_t *pcm) {
+    if (snd_pcm_type(pcm) != SND_PCM_TYPE_IOPLUG) return 0;
+    snd_output_t *out;
+    if (snd_output_buffer_open(&out) < 0) return 0;
+    int found = 0;
+    if (snd_pcm_dump(pcm, out) == 0) {
+        char *text = NULL;
+        size_t n = snd_output_buffer_string(out, &text);
+        found = text && memmem(text, n, "PulseAudio", 10) != NULL;
+    }
+    snd_output_close(out);
+    return found;
+}
+
 /* A native PulseAudio stream: the default buffer is deep (the server takes back what is
  * queued, so control stays instant) and its wake-ups are few. */
 #define PULSE_BUFFER_US 500000
@@ -345,10 +360,11 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     /* "pulse" and "pulse:SINK" play natively on PulseAudio (or PipeWire's pulse server);
      * "pulse" goes through ALSA's plugin only when libpulse is missing. "alsa:NAME" is
      * the ALSA PCM NAME, whatever it is called. */
-    int pulse = 0;
+    int pulse = 0, forced_alsa = 0;
     const char *sink = NULL;
     if (strncmp(name, "alsa:", 5) == 0 && name[5]) {
         name += 5;
+        forced_alsa = 1;
     } else if (strcmp(name, "pulse") == 0) {
         pulse = sm_pulse_available();
     } else if (strncmp(name, "pulse:", 6) == 0) {
@@ -361,6 +377,19 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     } else if (open_alsa(o, c, e) < 0) {
         sm_output_close(o);
         return NULL;
+    } else if (!forced_alsa && is_pulse_plugin(o->pcm) && sm_pulse_available()) {
+        /* An ALSA name that leads to PulseAudio (as "default" does on a desktop): the same
+         * server and default sink, natively, where a pause can take back what is queued.
+         * If the native connection fails, the plugin stays. */
+        snd_pcm_t *plugin = o->pcm;
+        sm_output_info alsa_info = o->info;
+        o->pcm = NULL;
+        if (open_pulse(o, c, NULL, NULL) == 0) {
+            snd_pcm_close(plugin);
+        } else {
+            o->pcm = plugin;
+            o->info = alsa_info;
+        }
     }
 
     uint32_t ring_frames = c->ring_frames ? c->ring_frames : o->info.rate;

@@ -64,7 +64,10 @@ public struct DeviceError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     public var hint: String {
+        let pulse = device == "pulse" || device.hasPrefix("pulse:")
         switch kind {
+        case .noDevice where pulse:
+            return "is the sound server running (`pactl info`)? Or choose an ALSA device with --device NAME (`aplay -L`)"
         case .noDevice, .configuration, .format:
             return "choose another device with --device NAME (list them with `aplay -L`)"
         case .busy:

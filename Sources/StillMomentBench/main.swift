@@ -57,6 +57,10 @@ case "play":
         let device = DeviceConfiguration(name: args[3], bufferMicroseconds: number("BUFFER_MS").map { $0 * 1000 },
                                          periods: number("PERIODS"))
         let engine = try AudioEngine(sampleRate: 44100, sink: .device(device))
+        if let info = engine.deviceInfo {
+            print("device: \(info.name), \(info.rate) Hz \(info.sampleFormat), buffer \(info.bufferFrames) frames "
+                  + "in periods of \(info.periodFrames), ring \(info.ringFrames)")
+        }
         let loop = args.count > 5 && args[5] == "loop"
         let source = try DecodedSource(path: args[2], engineRate: engine.sampleRate, loop: loop)
         let seconds = args.count > 4 ? Double(args[4]) ?? 0 : 0

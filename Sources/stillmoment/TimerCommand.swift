@@ -52,7 +52,7 @@ struct TimerCommand: ParsableCommand {
     @Option(name: .customLong("ambience-volume"), help: "Ambience volume, 0 to 1.")
     var ambienceVolume: String?
 
-    @Option(help: "ALSA device (see `aplay -L`).")
+    @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.")
     var device: String?
 
     @Option(help: "Render the whole session to this WAV file, as fast as the CPU goes, instead of playing.")

@@ -1024,6 +1024,20 @@ def case_protocol(c, talk):
     check(ok1, f"protocol: `stop` then `pause` during its 1-s fade still ends the session within 2 s "
                f"(pause answered {'paused' if (a2 or {}).get('result', {}).get('paused') else json.dumps(a2)[:80]}; {note})")
 
+    # Device names: `pulse` above is PulseAudio's native protocol; a sink that does not
+    # exist is refused in one line (exit 3, a device error), and `alsa:pulse` still plays
+    # through ALSA's pulse plugin.
+    r = c.sm("timer", "1m", "--preparation", "off", "--device", "pulse:no-such-sink", "--detach")
+    lines = (r.err or r.out).strip().splitlines()
+    check(r.rc == 3 and len(lines) == 1 and "no sink named 'no-such-sink'" in lines[0],
+          f"devices: pulse:no-such-sink is refused in one line, exit {r.rc}: {lines}")
+    r = c.sm("timer", "1m", "--preparation", "off", "--device", "alsa:pulse", "--detach")
+    ok, s = c.wait_status(lambda s: s.get("source") == "timer" and (s.get("elapsed") or 0) >= 1500, 6)
+    c.sm("stop")
+    check(r.rc == 0 and ok and s.get("device") == "alsa:pulse" and s.get("underruns") == 0,
+          f"devices: alsa:pulse (ALSA's pulse plugin) plays a timer ({r.short()}; device {s.get('device')}, "
+          f"elapsed {ms(s.get('elapsed'))}, underruns {s.get('underruns')})")
+
 
 def case_foreign(c):
     if os.geteuid() != 0:
