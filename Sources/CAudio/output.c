@@ -81,6 +81,7 @@ struct sm_output {
     int draining;
     int fading;
     uint32_t handled_seq;
+    uint32_t loop_seq;    /* the drain or fade the loop is finishing */
 
     pthread_t thread;
     int thread_started;
@@ -788,9 +789,12 @@ static void do_flush(sm_output *o) {
     o->gain_target = 1.0f;
 }
 
+/* Marks requests up to `seq` done; never moves back (a drain finished late must not undo
+ * a pause handled meanwhile). */
 static void finish_request(sm_output *o, uint32_t seq) {
-    o->handled_seq = seq;
-    atomic_store_explicit(&o->done_seq, seq, memory_order_release);
+    if ((int32_t)(seq - o->handled_seq) > 0) o->handled_seq = seq;
+    uint32_t done = atomic_load_explicit(&o->done_seq, memory_order_relaxed);
+    if ((int32_t)(seq - done) > 0) atomic_store_explicit(&o->done_seq, seq, memory_order_release);
     futex_wake(&o->done_seq);
 }
 
@@ -806,16 +810,17 @@ static void handle_requests(sm_output *o) {
         if (o->state == ST_RUNNING) do_flush(o);
         else { flush_ring(o); atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release); }
         break;
-    /* A drain or a fade is taken up here and finished in the loop (finish_request then).
-     * Taken up means handled: the waits sleep again (before, they saw the request as
-     * pending and the thread spun until the drain or fade was over). */
+    /* A drain or a fade is taken up here and finished in the loop (finish_request of
+     * loop_seq then, so that a request posted meanwhile is still handled). Taken up means
+     * handled: the waits sleep again (before, they saw the request as pending and the
+     * thread spun until the drain or fade was over). */
     case SM_REQ_DRAIN:
-        if (o->state == ST_RUNNING) { o->draining = 1; o->handled_seq = seq; return; }
+        if (o->state == ST_RUNNING) { o->draining = 1; o->handled_seq = o->loop_seq = seq; return; }
         break;
     case SM_REQ_FADE:
         if (o->state == ST_RUNNING) {
             if (!o->fading) start_fade(o, atomic_load_explicit(&o->req_arg, memory_order_acquire));
-            o->handled_seq = seq;
+            o->handled_seq = o->loop_seq = seq;
             return;
         }
         break;
@@ -879,7 +884,7 @@ static void *thread_main(void *arg) {
         }
         if (o->fading && o->gain <= 0.0f) {
             finish_fade(o);
-            finish_request(o, atomic_load(&o->req_seq));
+            finish_request(o, o->loop_seq);
             continue;
         }
         uint32_t pending = pending_frames(o);
@@ -889,7 +894,7 @@ static void *thread_main(void *arg) {
             atomic_store_explicit(&o->played_index, o->next_ring, memory_order_release);
             o->draining = 0;
             o->state = ST_DRAINED;
-            finish_request(o, atomic_load(&o->req_seq));
+            finish_request(o, o->loop_seq);
             continue;
         }
         int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);

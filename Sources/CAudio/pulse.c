@@ -306,7 +306,15 @@ long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n) {
         if (w == (size_t)-1) { note_failure(p); pa.pa_threaded_mainloop_unlock(p->ml); return -ENODEV; }
         w += (size_t)(-p->seek_bytes);   /* a rewind makes room the server has not asked for yet */
         w -= w % p->frame_bytes;
-        if (w == 0) { pa.pa_threaded_mainloop_wait(p->ml); continue; }
+        if (w == 0) {
+            if (p->uncork_pending) {   /* a corked stream asks for nothing: uncork first */
+                pa_operation *op = pa.pa_stream_cork(p->st, 0, NULL, NULL);
+                if (op) pa.pa_operation_unref(op);
+                p->uncork_pending = 0;
+            }
+            pa.pa_threaded_mainloop_wait(p->ml);
+            continue;
+        }
         if (w > left) w = left;
         if (pa.pa_stream_write(p->st, src, w, NULL, p->seek_bytes, PA_SEEK_RELATIVE) < 0) {
             note_failure(p);

@@ -91,7 +91,8 @@ typedef struct sm_output_info {
     uint32_t ring_frames;
     int format;              /* sm_sample_format */
     int can_pause;           /* the hardware supports snd_pcm_pause */
-    int can_rewind;          /* queued audio can be taken back (not on ioplug/extplug such as pulse) */
+    int can_rewind;          /* queued audio can be taken back: hw devices and native PulseAudio
+                                streams, not ALSA's ioplug/extplug plugins such as alsa:pulse */
 } sm_output_info;
 
 typedef struct sm_output_stats {
