@@ -102,7 +102,10 @@ struct sm_output {
     _Atomic uint32_t producer_want;    /* frames of space the producer waits for */
 
     /* Published state. */
-    _Atomic uint64_t played_index;
+    _Atomic uint64_t played_index;    /* with clock_ns and clock_limit under clock_seq */
+    _Atomic uint64_t clock_ns;        /* CLOCK_MONOTONIC when played_index was heard; 0: hold */
+    _Atomic uint64_t clock_limit;     /* the extrapolation stops here (end of what was written) */
+    _Atomic uint32_t clock_seq;       /* odd while the three are being written (a seqlock) */
     _Atomic uint64_t stop_index;
     _Atomic uint64_t st_frames_written;
     _Atomic uint64_t st_silence_frames;
@@ -458,6 +461,25 @@ static void add_segment(sm_output *o, uint64_t dev_start, uint64_t ring_start, u
     o->seg[o->seg_count++] = (segment){ dev_start, ring_start, len };
 }
 
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Publishes the frame heard now. While the device plays, readers extrapolate from it in
+ * real time (sm_output_played_index) up to `limit`: the thread wakes once a period (125 ms
+ * on a PulseAudio stream), and a clock read between wake-ups was up to a period stale. */
+static void publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing) {
+    uint32_t q = atomic_load_explicit(&o->clock_seq, memory_order_relaxed);
+    atomic_store_explicit(&o->clock_seq, q + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&o->played_index, idx, memory_order_relaxed);
+    atomic_store_explicit(&o->clock_limit, limit > idx ? limit : idx, memory_order_relaxed);
+    atomic_store_explicit(&o->clock_ns, playing ? monotonic_ns() : 0, memory_order_relaxed);
+    atomic_store_explicit(&o->clock_seq, q + 2, memory_order_release);
+}
+
 /* Maps the device position heard now to a ring index and publishes it. */
 static void update_clock(sm_output *o) {
     snd_pcm_sframes_t delay = 0;
@@ -479,14 +501,18 @@ static void update_clock(sm_output *o) {
     if (o->seg_count == 0) return;
     const segment *s = &o->seg[0];
     uint64_t idx;
+    int inside = 0;       /* the frame heard is one of the segment's (not silence around it) */
     if (played_dev <= s->dev_start) idx = s->ring_start;
     else {
         uint64_t into = played_dev - s->dev_start;
-        idx = s->ring_start + (into < s->len ? into : s->len);
+        inside = into < s->len;
+        idx = s->ring_start + (inside ? into : s->len);
     }
     uint64_t prev = atomic_load_explicit(&o->played_index, memory_order_relaxed);
+    int playing = inside && o->state == ST_RUNNING && st == SND_PCM_STATE_RUNNING &&
+                  atomic_load_explicit(&o->st_paced, memory_order_relaxed);
     if (idx > prev || o->state != ST_RUNNING)
-        atomic_store_explicit(&o->played_index, idx, memory_order_release);
+        publish_clock(o, idx, s->ring_start + s->len, playing);
 }
 
 /* Recovers the PCM after a failed write, by its state, as MPD's ALSA output does. */
@@ -742,7 +768,8 @@ static void settle_paused(sm_output *o) {
     flush_ring(o);
     o->state = ST_PAUSED;
     o->gain_step = 1.0f / (float)o->ramp_frames;
-    atomic_store_explicit(&o->played_index, atomic_load(&o->stop_index), memory_order_release);
+    uint64_t stop = atomic_load(&o->stop_index);
+    publish_clock(o, stop, stop, 0);
 }
 
 static void do_pause(sm_output *o) {
@@ -891,7 +918,7 @@ static void *thread_main(void *arg) {
         if (o->draining && pending == 0) {
             dev_drain(o);
             update_clock(o);
-            atomic_store_explicit(&o->played_index, o->next_ring, memory_order_release);
+            publish_clock(o, o->next_ring, o->next_ring, 0);
             o->draining = 0;
             o->state = ST_DRAINED;
             finish_request(o, o->loop_seq);
@@ -998,7 +1025,21 @@ int sm_output_failed(const sm_output *o) {
 }
 
 uint64_t sm_output_played_index(const sm_output *o) {
-    return atomic_load_explicit(&((sm_output *)o)->played_index, memory_order_acquire);
+    sm_output *m = (sm_output *)o;
+    uint64_t idx, limit, ns;
+    uint32_t q;
+    do {
+        q = atomic_load_explicit(&m->clock_seq, memory_order_acquire);
+        idx = atomic_load_explicit(&m->played_index, memory_order_relaxed);
+        limit = atomic_load_explicit(&m->clock_limit, memory_order_relaxed);
+        ns = atomic_load_explicit(&m->clock_ns, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+    } while ((q & 1) || q != atomic_load_explicit(&m->clock_seq, memory_order_relaxed));
+    if (ns == 0) return idx;
+    uint64_t now = monotonic_ns();
+    if (now <= ns) return idx;
+    uint64_t ahead = (now - ns) * m->info.rate / 1000000000ull;
+    return idx + ahead < limit ? idx + ahead : limit;
 }
 
 uint64_t sm_output_stop_index(const sm_output *o) {
