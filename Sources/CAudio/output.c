@@ -76,6 +76,9 @@ struct sm_output {
     float gain_target;
     float gain_step;
     uint32_t ramp_frames;
+    uint32_t pause_tail;  /* zeros written after a pause's fade */
+    uint32_t pause_left;  /* the device pauses once no more of them than this are queued */
+    uint32_t resume_lead; /* silence written before a resume's fade-in */
     uint32_t dither;
     int state;
     int draining;
@@ -338,6 +341,7 @@ static int open_pulse(sm_output *o, const sm_output_config *c, const char *sink,
     o->pa = sm_pulse_open(sink, rate, &buffer_frames, &period_frames, &o->st_xruns, message, sizeof message);
     if (!o->pa) {
         set_error(e, SM_ERR_NO_DEVICE, 0, "cannot open PulseAudio device '%s': %s", o->device, message);
+        if (e) e->sound_server = 1;
         return -1;
     }
     o->info.rate = rate;
@@ -402,6 +406,18 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->info.ring_frames = o->ring ? sm_ring_capacity(o->ring) : 0;
     o->ramp_frames = o->info.rate / 200;               /* 5 ms */
     if (o->ramp_frames < 16) o->ramp_frames = 16;
+    o->pause_tail = o->pause_left = o->ramp_frames;
+    if (o->pa) {
+        /* PulseAudio takes back what its sink has mixed ahead when a stream is corked, and
+         * its clock is an estimate: 60 ms of zeros, corked when half are left, so that
+         * what a cork takes back is silence, never the end of the fade (cut in 5 of 20
+         * pauses otherwise). It rewinds its sink to start a resumed stream at once, and
+         * up to 3 ms of it were seen missing: 10 ms of silence lead the fade-in. */
+        o->pause_tail = 12 * o->ramp_frames;
+        if (o->pause_tail > o->info.period_frames) o->pause_tail = o->info.period_frames;
+        o->pause_left = o->pause_tail / 2;
+        o->resume_lead = 2 * o->ramp_frames;
+    }
     uint32_t chunk = o->info.period_frames > o->ramp_frames ? o->info.period_frames : o->ramp_frames;
     o->fbuf = calloc((size_t)chunk * CHANNELS, sizeof(float));
     o->obuf = calloc((size_t)chunk * CHANNELS, format_bytes(o->info.format));
@@ -542,9 +558,11 @@ static int recover(sm_output *o, int err) {
 }
 
 static void fail(sm_output *o, int err, const char *what) {
-    if (o->pa)
+    if (o->pa) {
         set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "PulseAudio device '%s' failed while %s: %s",
                   o->device, what, sm_pulse_error(o->pa));
+        o->last_error.sound_server = 1;
+    }
     else
         set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "ALSA device '%s' failed while %s: %s",
                   o->device, what, snd_strerror(err));
@@ -740,17 +758,9 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
 
 /* After a fade to zero: lets it play out, pauses the device and flushes the ring. */
 static void settle_paused(sm_output *o) {
-    /* Zeros after the fade, so the device holds silence while paused. PulseAudio takes
-     * back what its sink has mixed ahead when a stream is corked, and its clock is an
-     * estimate: there the zeros are 60 ms, and the cork comes when half of them are left,
-     * so that what a cork takes back is silence, never the end of the fade. */
-    uint32_t tail = o->ramp_frames, left = o->ramp_frames;
-    if (o->pa) {
-        tail = 12 * o->ramp_frames;
-        if (tail > o->info.period_frames) tail = o->info.period_frames;
-        left = tail / 2;
-    }
-    if (play_silence(o, tail, 0) < 0) return;
+    /* Zeros after the fade, so the device holds silence while paused. */
+    const uint32_t left = o->pause_left;
+    if (play_silence(o, o->pause_tail, 0) < 0) return;
     /* Let the fade play out before pausing. */
     for (int i = 0; i < 50; i++) {
         snd_pcm_sframes_t delay;
@@ -802,10 +812,7 @@ static void do_resume(sm_output *o) {
             dev_prepare(o);
         }
         o->state = ST_RUNNING;
-        /* PulseAudio rewinds its sink to start a resumed stream at once, and the first
-         * ms of it were seen missing at the monitor (up to 3 ms): lead with 10 ms of
-         * silence, so that whatever is lost is not the fade-in. */
-        if (o->pa) play_silence(o, 2 * o->ramp_frames, 0);
+        if (o->resume_lead) play_silence(o, o->resume_lead, 0);
     }
     o->gain_target = 1.0f;
 }
@@ -1055,9 +1062,7 @@ uint32_t sm_output_post(sm_output *o, int request) {
 }
 
 static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(monotonic_ns() / 1000000ull);
 }
 
 uint32_t sm_output_post_fade(sm_output *o, uint32_t frames) {

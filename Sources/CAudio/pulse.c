@@ -138,12 +138,25 @@ static void note_failure(sm_pulse *p) {
     snprintf(p->error, sizeof p->error, "%s", pa.pa_strerror(err ? err : PA_ERR_CONNECTIONTERMINATED));
 }
 
-/* Waits for an operation to finish (with the lock held); drops it. */
-static void finish(sm_pulse *p, pa_operation *op) {
-    if (!op) { note_failure(p); return; }
-    while (pa.pa_operation_get_state(op) == PA_OPERATION_RUNNING && alive(p))
-        pa.pa_threaded_mainloop_wait(p->ml);
-    pa.pa_operation_unref(op);
+/* Runs an operation to its end (lock held). 0, or -ENODEV (noted) when there was no
+ * operation (the stream had failed) or the connection went meanwhile. */
+static int finish(sm_pulse *p, pa_operation *op) {
+    if (op) {
+        while (pa.pa_operation_get_state(op) == PA_OPERATION_RUNNING && alive(p))
+            pa.pa_threaded_mainloop_wait(p->ml);
+        pa.pa_operation_unref(op);
+        if (alive(p)) return 0;
+    }
+    note_failure(p);
+    return -ENODEV;
+}
+
+/* Uncorks without waiting for the answer (lock held): the server takes the request after
+ * whatever was written before it. */
+static void uncork_now(sm_pulse *p) {
+    pa_operation *op = pa.pa_stream_cork(p->st, 0, NULL, NULL);
+    if (op) pa.pa_operation_unref(op);
+    p->uncork_pending = 0;
 }
 
 static void op_done_cb(pa_stream *s, int success, void *u) {
@@ -307,11 +320,7 @@ long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n) {
         w += (size_t)(-p->seek_bytes);   /* a rewind makes room the server has not asked for yet */
         w -= w % p->frame_bytes;
         if (w == 0) {
-            if (p->uncork_pending) {   /* a corked stream asks for nothing: uncork first */
-                pa_operation *op = pa.pa_stream_cork(p->st, 0, NULL, NULL);
-                if (op) pa.pa_operation_unref(op);
-                p->uncork_pending = 0;
-            }
+            if (p->uncork_pending) uncork_now(p);   /* a corked stream asks for nothing */
             pa.pa_threaded_mainloop_wait(p->ml);
             continue;
         }
@@ -324,12 +333,7 @@ long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n) {
         p->seek_bytes = 0;
         src += w;
         left -= w;
-        if (p->uncork_pending) {
-            /* After the data, so the server never finds the resumed stream empty. */
-            pa_operation *op = pa.pa_stream_cork(p->st, 0, NULL, NULL);
-            if (op) pa.pa_operation_unref(op);
-            p->uncork_pending = 0;
-        }
+        if (p->uncork_pending) uncork_now(p);   /* after the data: never resumed empty */
     }
     pa.pa_threaded_mainloop_unlock(p->ml);
     return (long)n;
@@ -374,20 +378,15 @@ long sm_pulse_rewind(sm_pulse *p, unsigned long frames) {
  * and PulseAudio 16 was seen to skip the first ms of a restart: the fade-in.) */
 int sm_pulse_pause(sm_pulse *p, int enable) {
     pa.pa_threaded_mainloop_lock(p->ml);
-    int r = -ENODEV;
-    if (alive(p)) {
-        r = 0;
-        if (enable) {
-            p->uncork_pending = 0;
-            finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
-            if (alive(p)) p->state = SND_PCM_STATE_PAUSED;
-            else r = -ENODEV;
-        } else if (p->state == SND_PCM_STATE_PAUSED) {
-            p->state = SND_PCM_STATE_RUNNING;
-            p->uncork_pending = 1;
-        }
+    int r = 0;
+    if (enable) {
+        p->uncork_pending = 0;
+        r = finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
+        if (r == 0) p->state = SND_PCM_STATE_PAUSED;
+    } else if (p->state == SND_PCM_STATE_PAUSED) {
+        p->state = SND_PCM_STATE_RUNNING;
+        p->uncork_pending = 1;
     }
-    if (r < 0) note_failure(p);
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
@@ -397,13 +396,9 @@ int sm_pulse_drop(sm_pulse *p) {
     pa.pa_threaded_mainloop_lock(p->ml);
     p->seek_bytes = 0;
     p->uncork_pending = 0;
-    if (alive(p)) {
-        p->state = SND_PCM_STATE_SETUP;
-        finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
-        if (alive(p)) finish(p, pa.pa_stream_flush(p->st, op_done_cb, p));
-    }
-    int r = alive(p) ? 0 : -ENODEV;
-    if (r < 0) note_failure(p);
+    p->state = SND_PCM_STATE_SETUP;
+    int r = finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
+    if (r == 0) r = finish(p, pa.pa_stream_flush(p->st, op_done_cb, p));
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
@@ -411,12 +406,8 @@ int sm_pulse_drop(sm_pulse *p) {
 /* snd_pcm_prepare: ready to play again; the server starts once enough is queued. */
 int sm_pulse_prepare(sm_pulse *p) {
     pa.pa_threaded_mainloop_lock(p->ml);
-    int r = -ENODEV;
-    if (alive(p)) {
-        finish(p, pa.pa_stream_cork(p->st, 0, op_done_cb, p));
-        if (alive(p)) { p->state = SND_PCM_STATE_PREPARED; r = 0; }
-    }
-    if (r < 0) note_failure(p);
+    int r = finish(p, pa.pa_stream_cork(p->st, 0, op_done_cb, p));
+    if (r == 0) p->state = SND_PCM_STATE_PREPARED;
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
@@ -424,13 +415,9 @@ int sm_pulse_prepare(sm_pulse *p) {
 /* snd_pcm_drain: returns when everything written has been played. */
 int sm_pulse_drain(sm_pulse *p) {
     pa.pa_threaded_mainloop_lock(p->ml);
-    int r = -ENODEV;
-    if (alive(p)) {
-        p->state = SND_PCM_STATE_DRAINING;
-        finish(p, pa.pa_stream_drain(p->st, op_done_cb, p));
-        if (alive(p)) { p->state = SND_PCM_STATE_SETUP; r = 0; }
-    }
-    if (r < 0) note_failure(p);
+    p->state = SND_PCM_STATE_DRAINING;
+    int r = finish(p, pa.pa_stream_drain(p->st, op_done_cb, p));
+    if (r == 0) p->state = SND_PCM_STATE_SETUP;
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }

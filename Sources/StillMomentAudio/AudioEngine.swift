@@ -249,6 +249,7 @@ extension DeviceError {
         case SM_ERR_DEVICE_LOST.rawValue: kind = .lost
         default: kind = .configuration
         }
-        self.init(kind: kind, device: device, message: message, alsaError: e.alsa_errno)
+        self.init(kind: kind, device: device, message: message, alsaError: e.alsa_errno,
+                  soundServer: e.sound_server != 0)
     }
 }

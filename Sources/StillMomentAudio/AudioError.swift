@@ -55,23 +55,27 @@ public struct DeviceError: Error, Equatable, Sendable, CustomStringConvertible {
     public let message: String
     /// ALSA's negative error number, 0 when none.
     public let alsaError: Int32
+    /// The device is a PulseAudio stream (a sound server), not an ALSA PCM.
+    public let soundServer: Bool
 
-    public init(kind: Kind, device: String, message: String, alsaError: Int32) {
+    public init(kind: Kind, device: String, message: String, alsaError: Int32, soundServer: Bool = false) {
         self.kind = kind
         self.device = device
         self.message = message
         self.alsaError = alsaError
+        self.soundServer = soundServer
     }
 
     public var hint: String {
-        let pulse = device == "pulse" || device.hasPrefix("pulse:")
         switch kind {
-        case .noDevice where pulse:
+        case .noDevice where soundServer:
             return "is the sound server running (`pactl info`)? Or choose an ALSA device with --device NAME (`aplay -L`)"
         case .noDevice, .configuration, .format:
             return "choose another device with --device NAME (list them with `aplay -L`)"
         case .busy:
             return "another program is using it; stop that program or choose another with --device NAME (`aplay -L`)"
+        case .lost where soundServer:
+            return "is the sound server still running (`pactl info`)? Start it, then start the session again"
         case .lost:
             return "check the cable or the sound server, then start again (devices: `aplay -L`)"
         case .thread, .memory:

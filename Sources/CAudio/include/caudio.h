@@ -62,6 +62,7 @@ typedef struct sm_error {
     int code;             /* sm_error_code */
     int alsa_errno;       /* ALSA's negative error, 0 if none */
     char message[320];    /* what happened, including ALSA's snd_strerror text */
+    int sound_server;     /* 1 when the device is a PulseAudio stream (the hint differs) */
 } sm_error;
 
 typedef struct sm_output_config {
