@@ -11,6 +11,8 @@ public enum GongSchedule {
     public static let quietTail: Int64 = 5_000
     /// Strikes of the start and end gong follow each other this far apart.
     public static let strikeSpacing: Int64 = 4_000
+    /// The most bells `--bells` takes.
+    public static let maxBells = 8_640
 
     public struct BellError: Error, Equatable, Sendable, CustomStringConvertible {
         public let message: String
@@ -37,6 +39,10 @@ public enum GongSchedule {
     /// Times must fall inside the meditation and outside its last 5 s, and no time may
     /// be given twice. The result is sorted.
     public static func bellTimes(_ list: String, duration: Int64) throws(BellError) -> [Int64] {
+        // As many as interval gongs every 10 s over 24 h could give: no more.
+        guard list.utf8.count <= 200_000, list.utf8.reduce(0, { $0 + ($1 == 44 ? 1 : 0) }) < maxBells else {
+            throw BellError(message: "--bells: more than \(maxBells) times")
+        }
         var times: [Int64] = []
         var seen: [Int64: String] = [:]
         for item in list.split(separator: ",", omittingEmptySubsequences: false).map({ String($0).trimmingWhitespace() }) {

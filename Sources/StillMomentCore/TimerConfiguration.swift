@@ -14,6 +14,11 @@ public struct TimerConfiguration: Sendable, Equatable {
     public var device: String
 
     public static let maxDuration: Int64 = 24 * 3_600_000
+    /// Interval gongs at most every 10 s: a gong rings for several seconds, and a 24-h
+    /// timer then has at most 8,640 of them.
+    public static let minInterval: Int64 = 10_000
+    /// Longest preparation.
+    public static let maxPreparation: Int64 = 3_600_000
 
     /// Builds the configuration from the settings overlaid with command-line options
     /// (both as typed text, keyed like the options; `bells` is an option only).
@@ -39,7 +44,7 @@ public struct TimerConfiguration: Sendable, Equatable {
             throw CoreError.invalid("--duration: '\(value("duration"))' is longer than 24 h")
         }
         preparation = isOff("preparation") ? 0 : try time("preparation")
-        guard preparation <= 3_600_000 else {
+        guard preparation <= Self.maxPreparation else {
             throw CoreError.invalid("--preparation: '\(value("preparation"))' is longer than 1 h")
         }
         gong = try catalog.gong(value("gong"))
@@ -63,7 +68,9 @@ public struct TimerConfiguration: Sendable, Equatable {
             // `--interval 5m` turns interval gongs on; `--interval on` uses the stored length.
             let key = ["on", "yes"].contains(value("interval").lowercased()) ? "interval-length" : "interval"
             let length = try time(key)
-            guard length > 0 else { throw CoreError.invalid("--interval: the interval must be longer than 0") }
+            guard length >= Self.minInterval else {
+                throw CoreError.invalid("--interval: '\(value(key))' is shorter than 10 s (interval gongs ring at most every 10 s)")
+            }
             intervalTimes = GongSchedule.intervalTimes(duration: duration, interval: length, mode: mode)
         }
         let ambienceID = value("ambience")

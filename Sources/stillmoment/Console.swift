@@ -7,13 +7,15 @@ import StillMomentCore
 enum Console {
     static var isTerminal: Bool { isatty(1) == 1 && isatty(0) == 1 }
 
+    /// Prints a line; control characters (from tags, names, a daemon's answer) are
+    /// stripped, so nothing printed can drive the terminal.
     static func out(_ line: String) {
-        var s = line + "\n"
+        var s = Display.cleanLines(line) + "\n"
         s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
     }
 
     static func err(_ line: String) {
-        var s = "stillmoment: " + line + "\n"
+        var s = "stillmoment: " + Display.cleanLines(line) + "\n"
         s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
     }
 

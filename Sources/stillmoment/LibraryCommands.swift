@@ -7,7 +7,10 @@ import StillMomentCore
 func openStore() throws -> LibraryStore {
     // Past a file-size limit (ulimit -f) a write should fail with EFBIG, not kill us.
     signal(SIGXFSZ, SIG_IGN)
-    do { return try LibraryStore() } catch { throw Console.fail(error.description) }
+    let store: LibraryStore
+    do { store = try LibraryStore() } catch { throw Console.fail(error.description) }
+    for line in store.notes { Console.err(line) }
+    return store
 }
 
 struct ImportCommand: ParsableCommand {
@@ -51,6 +54,9 @@ struct ImportCommand: ParsableCommand {
                 case .alreadyThere(let m):
                     results.append(m)
                     if !json { Console.out("already in the library: \(file) is \(describe(m)) [\(m.id.prefix(8))]") }
+                case .replacedDamagedCopy(let m):
+                    results.append(m)
+                    if !json { Console.out("replaced the damaged stored copy of \(describe(m)) with \(file) [\(m.id.prefix(8))]") }
                 }
             } catch {
                 bar.clear()
@@ -100,7 +106,13 @@ struct ListCommand: ParsableCommand {
     func run() throws {
         let store = try openStore()
         var items: [Meditation]
-        do { items = try store.all() } catch { throw Console.fail(error.description) }
+        do {
+            let rows = try store.catalogRows()
+            items = rows.meditations
+            if !rows.damaged.isEmpty {
+                Console.err("warning: \(rows.damaged.count) catalog entr\(rows.damaged.count == 1 ? "y is" : "ies are") damaged and not listed; `stillmoment library verify --repair` rebuilds them from their files")
+            }
+        } catch { throw Console.fail(error.description) }
         if let search {
             let s = search.lowercased()
             items = items.filter { [$0.teacher, $0.name, $0.album ?? ""].contains { $0.lowercased().contains(s) } }
@@ -247,16 +259,19 @@ struct LibraryCommand: ParsableCommand {
     }
 
     struct Verify: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Check every entry's file (exists, size, hash) and find orphans.")
-        @Flag(help: "Remove entries whose file is gone, and delete orphan files.") var repair = false
+        static let configuration = CommandConfiguration(abstract: "Check every entry's file (exists, size, hash), damaged entries, and files without an entry.")
+        @Flag(help: "Put it right without deleting anything: adopt stored files that have no entry (or move unreadable ones to Lost+Found/), rebuild damaged entries, remove entries whose file is gone.") var repair = false
         func run() throws {
             let store = try openStore()
             do {
                 let problems = try store.verify()
                 if repair {
-                    for line in try store.repair() { Console.out(line) }
+                    let done = try store.repair()
+                    for line in done { Console.out(line) }
                     let left = try store.verify()
+                    for p in left { Console.out("still: \(p.description)") }
                     if !left.isEmpty { throw ExitCode(Exit.failure) }
+                    if done.isEmpty { Console.out("nothing to repair (\(try store.all().count) entries)") }
                     return
                 }
                 for p in problems { Console.out(p.description) }
@@ -284,7 +299,7 @@ final class ProgressBar {
         guard enabled else { return }
         let width = 30
         let filled = Int(fraction * Double(width))
-        var s = "\r\u{1B}[2K\(label.suffix(40)) [" + String(repeating: "#", count: filled)
+        var s = "\r\u{1B}[2K\(Display.clean(String(label.suffix(40)))) [" + String(repeating: "#", count: filled)
             + String(repeating: " ", count: width - filled) + "] \(Int(fraction * 100))%"
         s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
     }

@@ -44,7 +44,7 @@ final class TerminalView {
 
     /// Redraws the live line.
     func show(_ line: String) {
-        var s = "\r\u{1B}[2K" + line
+        var s = "\r\u{1B}[2K" + Display.clean(line)
         s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
     }
 

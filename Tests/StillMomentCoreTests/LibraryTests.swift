@@ -342,7 +342,7 @@ struct LibraryTests {
 
     // MARK: 7. verify and repair
 
-    @Test("verify finds a missing file and an orphan; repair removes both")
+    @Test("verify finds a missing file and a stray file; repair removes the entry and moves the stray to Lost+Found")
     func verifyAndRepair() throws {
         let home = LibraryTempHome()
         let (store, importer) = try Self.fresh(home)
@@ -361,13 +361,14 @@ struct LibraryTests {
         let both = try store.verify()
         #expect(both.count == 2)
         #expect(both.contains { $0.kind == .missingFile && $0.file == a.storedFile })
-        #expect(both.contains { $0.kind == .orphanFile && $0.file == "notes.txt" && $0.meditation == nil })
+        #expect(both.contains { $0.kind == .strayFile && $0.file == "notes.txt" && $0.meditation == nil })
 
         let done = try store.repair()
         #expect(done.count == 2, "\(done)")
         #expect(try store.verify() == [])
         #expect(Self.same(try store.all(), [b]))
         #expect(!Self.exists(notes))
+        #expect(try Self.bytes(store.lostAndFound + "/notes.txt") == Data("stray".utf8), "moved, never deleted")
         #expect(Self.listing(store.meditationsFolder) == [b.storedFile])
     }
 
@@ -400,7 +401,7 @@ struct LibraryTests {
 
     // MARK: 8. recovery of an interrupted import
 
-    @Test("opening the store removes what interrupted imports left, and only that")
+    @Test("opening the store removes temporary files of dead imports and nothing else")
     func recoversInterruptedImports() throws {
         let home = LibraryTempHome()
         let (store, importer) = try Self.fresh(home)
@@ -423,7 +424,7 @@ struct LibraryTests {
         #expect(flock(fd2, LOCK_EX | LOCK_NB) == 0)
 
         let reopened = try LibraryStore(home: home.path)
-        #expect(!Self.exists(unlisted))
+        #expect(Self.exists(unlisted), "a complete copy without a row is never deleted")
         #expect(!Self.exists(temporary))
         #expect(Self.exists(keep))
         #expect(Self.exists(busyTemp), "a locked temporary file belongs to an import in progress")
@@ -431,15 +432,24 @@ struct LibraryTests {
         #expect(Self.exists(reopened.path(of: kept)))
         #expect(Self.same(try reopened.all(), [kept]))
 
-        // The import's locks released (as when it ends): the next open removes its files.
+        // The import's locks released (as when it ends): the next open removes its
+        // temporary file but never a complete one; verify reports it and repair adopts it.
         flock(fd1, LOCK_UN)
         flock(fd2, LOCK_UN)
         let third = try LibraryStore(home: home.path)
-        #expect(!Self.exists(busyTemp) && !Self.exists(busyFile))
-        #expect(try third.verify() == [LibraryStore.Problem(kind: .orphanFile, file: "keep.mp3", meditation: nil)])
-        #expect(unlink(keep) == 0)
+        #expect(!Self.exists(busyTemp) && Self.exists(busyFile))
+        let found = try third.verify()
+        #expect(found.count == 3, "\(found)")
+        #expect(found.contains(LibraryStore.Problem(kind: .strayFile, file: "keep.mp3", meditation: nil)))
+        #expect(found.filter { $0.kind == .orphanFile }.map(\.file).sorted()
+                == [unlisted, busyFile].map { String($0.split(separator: "/").last ?? "") }.sorted())
+        let done = try third.repair()
+        #expect(done.count == 3, "\(done)")
         #expect(try third.verify() == [])
-        #expect(Self.listing(folder) == [kept.storedFile])
+        // The two complete copies of cbr.mp3: one adopted, the second moved aside.
+        #expect(try third.all().count == 2)
+        #expect(Self.listing(third.lostAndFound).count == 2)
+        #expect(Self.listing(folder).count == 2)
     }
 
     // MARK: 9, 10. concurrency

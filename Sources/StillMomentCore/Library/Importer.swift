@@ -1,6 +1,7 @@
 import CAudio
 import FoundationEssentials
 import Glibc
+import GRDB
 import StillMomentAudio
 
 /// Copies audio files into the store, atomically, and catalogs them.
@@ -23,6 +24,9 @@ public struct Importer: Sendable {
     public enum Outcome: Sendable, Equatable {
         case imported(Meditation)
         case alreadyThere(Meditation)
+        /// The library had this content, but its stored copy was damaged or missing: the
+        /// new copy replaced it.
+        case replacedDamagedCopy(Meditation)
     }
 
     public struct Options: Sendable {
@@ -63,11 +67,13 @@ public struct Importer: Sendable {
         let copy = try TempCopy(folder: store.meditationsFolder, name: ".import-\(id).\(ext)", from: source)
         let hash = copy.hash
 
-        if let existing = try store.read({ db in
-            try Meditation.filter(sql: "contentHash = ?", arguments: [hash]).fetchOne(db)
-        }) {
-            copy.discard()
-            return .alreadyThere(existing)
+        if let existing = try store.read({ db in try Self.row(withHash: hash, db) }) {
+            if store.copyIsIntact(existing) {
+                copy.discard()
+                return .alreadyThere(existing)
+            }
+            try replaceCopy(of: existing, with: copy)
+            return .replacedDamagedCopy(existing)
         }
 
         // Analyse the copy: what we keep is what we measure.
@@ -104,9 +110,7 @@ public struct Importer: Sendable {
         do {
             landedMeanwhile = try store.write { db in
                 // A second import of the same content may have landed meanwhile.
-                if let other = try Meditation.filter(sql: "contentHash = ?", arguments: [hash]).fetchOne(db) {
-                    return other
-                }
+                if let other = try Self.row(withHash: hash, db) { return other }
                 try meditation.insert(db)
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
@@ -125,6 +129,39 @@ public struct Importer: Sendable {
         }
         copy.release()
         return .imported(meditation)
+    }
+
+    /// The row holding this content, if it can be read (a damaged one is for `verify`).
+    static func row(withHash hash: String, _ db: Database) throws -> Meditation? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM meditation WHERE contentHash = ?", arguments: [hash]) else {
+            return nil
+        }
+        guard let m = try? Meditation(row: row), m.damage == nil else {
+            throw CoreError.invalid("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again")
+        }
+        return m
+    }
+
+    /// Puts a good copy in place of a damaged or missing one: the same content, so the
+    /// row stays as it is. Renamed over the old file in one step, under the catalog's
+    /// write lock.
+    func replaceCopy(of m: Meditation, with copy: TempCopy) throws(CoreError) {
+        let finalPath = store.path(of: m)
+        let folder = store.meditationsFolder
+        let size = Int64(copy.size)
+        do {
+            try store.write { db in
+                try db.execute(sql: "UPDATE meditation SET size = ? WHERE id = ?", arguments: [size, m.id])
+                guard rename(copy.path, finalPath) == 0 else {
+                    throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
+                }
+                Self.syncFolder(folder)
+            }
+        } catch {
+            copy.discard()
+            throw error
+        }
+        copy.release()
     }
 
     /// The copy-and-hash step alone (for the benchmark): copies `path` into `folder` as

@@ -2,46 +2,116 @@ import CXXHash
 import FoundationEssentials
 import Glibc
 import GRDB
+import Synchronization
 
 /// The app-owned store: copied files under `Meditations/` and `Sounds/`, and the catalog
-/// in `library.sqlite` (GRDB DatabasePool, WAL, busy timeout).
+/// in `library.sqlite` (GRDB DatabasePool, WAL, busy timeout). Everything is private to
+/// the user (folders 0700, files 0600). Nothing stored is ever deleted by inference:
+/// only temporary files of dead imports are removed on their own (see Consistency.swift).
 public final class LibraryStore: Sendable {
     public let home: String
     public let meditationsFolder: String
     public let soundsFolder: String
+    public let lostAndFound: String
     public let databasePath: String
-    let pool: DatabasePool
+    let pool: any DatabaseWriter
+    /// Opened read-only because the store cannot be written (a read-only or full file
+    /// system): reading commands work, writing ones fail with the reason.
+    public let readOnlyReason: String?
+    private let openingNotes = Mutex<[String]>([])
 
     /// Opens (and creates) the store. Migrations run exactly once even when several
     /// processes open a new store together (they take turns on `library.lock`). Leftovers
-    /// of imports that died are removed.
+    /// of imports that died are removed; a catalog that is missing or empty beside stored
+    /// files is rebuilt from them (`notes` says so).
     public init(home: String = Paths.home) throws(CoreError) {
         self.home = home
         meditationsFolder = home + "/Meditations"
         soundsFolder = home + "/Sounds"
+        lostAndFound = home + "/Lost+Found"
         databasePath = home + "/library.sqlite"
-        try Paths.makeFolder(home)
-        try Paths.makeFolder(meditationsFolder)
-        try Paths.makeFolder(soundsFolder)
-        chmod(meditationsFolder, 0o700)
         var config = Configuration()
         config.busyMode = .timeout(30)
         config.label = "stillmoment"
+        let path = databasePath
+        var writable: (any DatabaseWriter)?
+        var failure: CoreError?
         do {
+            try Paths.makeFolder(home)
+            try Paths.makeFolder(meditationsFolder)
+            try Paths.makeFolder(soundsFolder)
+            chmod(meditationsFolder, 0o700)
+            try Self.makePrivate(path)
             // Under the lock: a new database switches to WAL (which needs it alone, and
             // SQLite does not wait for that) and migrates, one process at a time.
-            let path = databasePath
-            pool = try Self.withLock(home + "/library.lock") { () throws -> DatabasePool in
+            writable = try Self.withLock(home + "/library.lock") { () throws -> DatabasePool in
                 let pool = try DatabasePool(path: path, configuration: config)
                 try Self.migrator.migrate(pool)
                 return pool
             }
         } catch let error as CoreError {
-            throw error
+            failure = error
         } catch {
-            throw CoreError.io(path: databasePath, reason: "cannot open the catalog: \(error)")
+            failure = CoreError.io(path: databasePath, reason: "cannot open the catalog: \(Self.reason(error))")
         }
-        try recoverInterruptedImports()
+        if let writable {
+            pool = writable
+            readOnlyReason = nil
+        } else {
+            // A read-only or full file system: read what is there, change nothing.
+            var st = stat()
+            guard let failure, stat(path, &st) == 0, st.st_size > 0 else {
+                throw failure ?? CoreError.io(path: path, reason: "cannot open the catalog")
+            }
+            var readConfig = config
+            readConfig.readonly = true
+            do {
+                pool = try DatabaseQueue(path: path, configuration: readConfig)
+            } catch {
+                throw failure
+            }
+            readOnlyReason = failure.description
+        }
+        if readOnlyReason == nil {
+            try recoverInterruptedImports()
+            try rebuildIfCatalogLost()
+        }
+    }
+
+    /// What opening the store did that the user should hear of (a rebuilt catalog).
+    public var notes: [String] { openingNotes.withLock { $0 } }
+    func note(_ line: String) { openingNotes.withLock { $0.append(line) } }
+
+    /// Creates the catalog file 0600 before SQLite does (its `-wal` and `-shm` files take
+    /// the database's mode), and makes existing ones private.
+    static func makePrivate(_ path: String) throws(CoreError) {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            close(fd)
+        } else if errno != EEXIST {
+            throw CoreError.io(path: path, reason: String(cString: strerror(errno)))
+        }
+        for file in [path, path + "-wal", path + "-shm"] {
+            var st = stat()
+            if lstat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_mode & 0o077 != 0 {
+                chmod(file, 0o600)
+            }
+        }
+    }
+
+    /// SQLite's words for a failure, without GRDB's dump of the statement.
+    static func reason(_ error: any Error) -> String {
+        if let db = error as? DatabaseError {
+            switch db.resultCode {
+            case .SQLITE_FULL: return "the disk is full"
+            case .SQLITE_READONLY: return "the store is read-only"
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB: return "the catalog is damaged (see `stillmoment library verify`)"
+            case .SQLITE_IOERR:
+                return errno == ENOSPC ? "the disk is full" : "the catalog cannot be read or written (\(db.message ?? "I/O error"))"
+            default: return db.message ?? "\(db.resultCode)"
+            }
+        }
+        return "\(error)"
     }
 
     static var migrator: DatabaseMigrator {
@@ -81,7 +151,8 @@ public final class LibraryStore: Sendable {
 
     /// Runs `body` holding an exclusive flock on `path`.
     static func withLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        var fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 && (errno == EROFS || errno == EACCES) { fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
         defer { close(fd) }
         while flock(fd, LOCK_EX) != 0 {
@@ -92,25 +163,30 @@ public final class LibraryStore: Sendable {
 
     // MARK: reading
 
+    /// The meditations whose rows can be used; damaged rows are left out here and
+    /// reported by `verify` (`catalogRows`).
     public func all() throws(CoreError) -> [Meditation] {
-        try read { db in try Meditation.fetchAll(db) }
+        try catalogRows().meditations
     }
 
     public func customSounds() throws(CoreError) -> [CustomSound] {
-        try read { db in try CustomSound.fetchAll(db) }
+        try catalogRows().sounds
     }
 
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
-        do { return try pool.read(body) } catch {
-            throw CoreError.io(path: databasePath, reason: "\(error)")
+        do { return try pool.read(body) } catch let error as CoreError {
+            throw error
+        } catch {
+            throw CoreError.io(path: databasePath, reason: Self.reason(error))
         }
     }
 
     func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
+        if let readOnlyReason { throw CoreError.io(path: databasePath, reason: "cannot change the library: \(readOnlyReason)") }
         do { return try pool.write(body) } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.io(path: databasePath, reason: "\(error)")
+            throw CoreError.io(path: databasePath, reason: Self.reason(error))
         }
     }
 
@@ -127,10 +203,23 @@ public final class LibraryStore: Sendable {
             let names = (byPrefix.isEmpty ? byName : byPrefix).map { "\($0.id.prefix(8)) \($0.name)" }
             throw CoreError.invalid("'\(key)' matches several meditations: \(names.joined(separator: ", ")); give more of the id")
         }
-        throw CoreError.invalid("no meditation '\(key)' in the library (see `stillmoment list`)")
+        let damaged = (try? catalogRows().damaged.count) ?? 0
+        let hint = damaged > 0 ? "; \(damaged) catalog entr\(damaged == 1 ? "y is" : "ies are") damaged (see `stillmoment library verify`)" : ""
+        throw CoreError.invalid("no meditation '\(Display.clean(key))' in the library (see `stillmoment list`)\(hint)")
     }
 
-    public func path(of m: Meditation) -> String { meditationsFolder + "/" + m.storedFile }
+    /// The stored copy's path. Rows are checked when read, so `storedFile` is a name the
+    /// store made (`<UUID>.<ext>`); anything else resolves to nothing that exists.
+    public func path(of m: Meditation) -> String {
+        meditationsFolder + "/" + (StoredName.isMeditation(m.storedFile) ? m.storedFile : ".invalid")
+    }
+
+    /// Whether the stored copy is there and unchanged (size, then hash).
+    public func copyIsIntact(_ m: Meditation) -> Bool {
+        var st = stat()
+        guard stat(path(of: m), &st) == 0, Int64(st.st_size) == m.size else { return false }
+        return (try? ContentHash.of(file: path(of: m))) == m.contentHash
+    }
 
     public func update(_ m: Meditation) throws(CoreError) {
         try write { db in try m.update(db) }
@@ -142,8 +231,8 @@ public final class LibraryStore: Sendable {
         }
     }
 
-    /// Deletes the row, then the file (a crash in between leaves an orphan file, which
-    /// the next open removes).
+    /// Deletes the row, then the file (a crash in between leaves a file without a row,
+    /// which `library verify --repair` adopts back).
     public func delete(_ m: Meditation) throws(CoreError) {
         _ = try write { db in try m.delete(db) }
         if unlink(path(of: m)) != 0 && errno != ENOENT {
@@ -151,48 +240,14 @@ public final class LibraryStore: Sendable {
         }
     }
 
-    // MARK: consistency
-
-    /// Files an import is writing are held with flock; a file that nobody holds and that
-    /// no row names is what an interrupted import left behind.
-    func recoverInterruptedImports() throws(CoreError) {
-        for folder in [meditationsFolder, soundsFolder] {
-            for name in Self.list(folder) {
-                let path = folder + "/" + name
-                if name.hasPrefix(".import-") {
-                    if Self.isUnlocked(path) { unlink(path) }
-                    continue
-                }
-                // Only what an import creates (<UUID>.mp3|m4a) is ours to clean up; any
-                // other unlisted file is an orphan for `library verify` to report.
-                guard Self.isImportName(name) else { continue }
-                // Lock first, then look for the row: an import commits before it unlocks.
-                let fd = open(path, O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else { continue }
-                defer { close(fd) }
-                guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
-                let known = try read { db in
-                    try Int.fetchOne(db, sql: "SELECT (SELECT count(*) FROM meditation WHERE storedFile = ?) + (SELECT count(*) FROM customSound WHERE storedFile = ?)",
-                                     arguments: [name, name]) ?? 0
-                }
-                if known == 0 { unlink(path) }
-            }
-        }
-    }
-
-    static func isImportName(_ name: String) -> Bool {
-        let parts = name.split(separator: ".")
-        guard parts.count == 2, ["mp3", "m4a"].contains(parts[1]) else { return false }
-        return UUID(uuidString: String(parts[0])) != nil
-    }
-
     static func isUnlocked(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return flock(fd, LOCK_EX | LOCK_NB) == 0
     }
 
+    /// The names in a folder (raw bytes that are not UTF-8 are kept as they decode).
     static func list(_ folder: String) -> [String] {
         guard let dir = opendir(folder) else { return [] }
         defer { closedir(dir) }
@@ -211,78 +266,6 @@ public final class LibraryStore: Sendable {
         var s = statvfs()
         guard statvfs(meditationsFolder, &s) == 0 else { return 0 }
         return Int64(s.f_bavail) * Int64(s.f_frsize)
-    }
-
-    public struct Problem: Sendable, Equatable, CustomStringConvertible {
-        public enum Kind: Sendable, Equatable { case missingFile, sizeMismatch, hashMismatch, orphanFile }
-        public let kind: Kind
-        public let file: String
-        public let meditation: String?
-        public var description: String {
-            switch kind {
-            case .missingFile: return "missing file \(file) for \(meditation ?? "?")"
-            case .sizeMismatch: return "size differs for \(file) (\(meditation ?? "?"))"
-            case .hashMismatch: return "content changed for \(file) (\(meditation ?? "?"))"
-            case .orphanFile: return "orphan file \(file) (no catalog entry)"
-            }
-        }
-    }
-
-    /// Checks every row against its file (exists, size, hash) and finds orphan files.
-    public func verify() throws(CoreError) -> [Problem] {
-        var problems: [Problem] = []
-        let rows = try all()
-        var known = Set<String>()
-        for m in rows {
-            known.insert(m.storedFile)
-            let p = path(of: m)
-            var st = stat()
-            guard stat(p, &st) == 0 else {
-                problems.append(Problem(kind: .missingFile, file: m.storedFile, meditation: m.name))
-                continue
-            }
-            if Int64(st.st_size) != m.size {
-                problems.append(Problem(kind: .sizeMismatch, file: m.storedFile, meditation: m.name))
-            } else if (try? ContentHash.of(file: p)) != m.contentHash {
-                problems.append(Problem(kind: .hashMismatch, file: m.storedFile, meditation: m.name))
-            }
-        }
-        let sounds = try customSounds()
-        for s in sounds {
-            known.insert(s.storedFile)
-            if access(soundsFolder + "/" + s.storedFile, F_OK) != 0 {
-                problems.append(Problem(kind: .missingFile, file: s.storedFile, meditation: s.name))
-            }
-        }
-        for folder in [meditationsFolder, soundsFolder] {
-            for name in Self.list(folder) where !name.hasPrefix(".") && !known.contains(name) {
-                problems.append(Problem(kind: .orphanFile, file: name, meditation: nil))
-            }
-        }
-        return problems
-    }
-
-    /// Removes rows whose file is gone and orphan files. Returns what was done, a line each.
-    public func repair() throws(CoreError) -> [String] {
-        var done: [String] = []
-        for p in try verify() {
-            switch p.kind {
-            case .missingFile:
-                let file = p.file
-                _ = try write { db in
-                    try db.execute(sql: "DELETE FROM meditation WHERE storedFile = ?", arguments: [file])
-                    try db.execute(sql: "DELETE FROM customSound WHERE storedFile = ?", arguments: [file])
-                }
-                done.append("removed the entry for \(p.meditation ?? p.file) (its file \(p.file) is gone)")
-            case .orphanFile:
-                for folder in [meditationsFolder, soundsFolder] where unlink(folder + "/" + p.file) == 0 {
-                    done.append("deleted orphan file \(p.file)")
-                }
-            case .sizeMismatch, .hashMismatch:
-                done.append("left \(p.description): import the meditation again to replace it")
-            }
-        }
-        return done
     }
 }
 

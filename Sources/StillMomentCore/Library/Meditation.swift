@@ -23,8 +23,60 @@ public struct Meditation: Codable, Sendable, Equatable, FetchableRecord, Persist
     public var loudnessGain: Double    // dB to -16 LUFS, limited by the true peak
     public var lastPosition: Int64?    // ms
 
-    public var duration: Double { Double(durationFrames) / Double(sampleRate) }
-    public var durationMilliseconds: Int64 { durationFrames * 1000 / Int64(sampleRate) }
+    public var duration: Double { sampleRate > 0 ? Double(durationFrames) / Double(sampleRate) : 0 }
+    /// The length in ms; rows are checked when read (`isSound`), and this never traps.
+    public var durationMilliseconds: Int64 {
+        guard sampleRate > 0, durationFrames > 0 else { return 0 }
+        let (ms, overflow) = durationFrames.multipliedReportingOverflow(by: 1000)
+        return overflow ? Int64.max / Int64(sampleRate) : ms / Int64(sampleRate)
+    }
+
+    /// Sample rates a stored file can have.
+    public static let sampleRates: ClosedRange<Int> = 8_000...384_000
+    /// The longest meditation the catalog takes (frames are checked against it).
+    public static let maxMilliseconds: Int64 = 1000 * 3_600_000
+
+    /// What is wrong with a row read from the catalog, or nil when it can be used: the
+    /// catalog is input too (a restored backup, a hand edit, a damaged disk).
+    public var damage: String? {
+        guard StoredName.isMeditation(storedFile), storedFile.hasPrefix(id + ".") else {
+            return "its file name '\(storedFile)' is not one the store makes"
+        }
+        guard Self.sampleRates.contains(sampleRate) else { return "its sample rate \(sampleRate) is impossible" }
+        guard durationFrames >= 0, durationFrames / Int64(sampleRate) <= Self.maxMilliseconds / 1000 else {
+            return "its length (\(durationFrames) frames) is impossible"
+        }
+        let length = durationMilliseconds
+        for (label, value) in [("trim start", trimStart), ("trim end", trimEnd), ("last position", lastPosition)] {
+            if let value, value < 0 || value > length { return "its \(label) (\(value) ms) is outside the meditation" }
+        }
+        if let trimStart, let trimEnd, trimStart >= trimEnd { return "its trim range is empty" }
+        guard size >= 0, loudnessGain.isFinite, abs(loudnessGain) < 100 else { return "its size or loudness is impossible" }
+        return nil
+    }
+}
+
+/// The names the store gives its files: `<UUID>.mp3` or `<UUID>.m4a`, lower case. Only
+/// such names are resolved inside the store's folders, so no row can point elsewhere.
+public enum StoredName {
+    public static func isMeditation(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[1] == "mp3" || parts[1] == "m4a" else { return false }
+        return isUUID(parts[0])
+    }
+
+    /// A lower-case UUID in its 36-character form.
+    static func isUUID(_ s: Substring) -> Bool {
+        guard s.utf8.count == 36 else { return false }
+        for (i, c) in s.utf8.enumerated() {
+            if [8, 13, 18, 23].contains(i) {
+                if c != UInt8(ascii: "-") { return false }
+            } else if !((c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))) {
+                return false
+            }
+        }
+        return true
+    }
 }
 
 /// A sound imported by the user (a gong or an ambience), selectable in `timer`.
