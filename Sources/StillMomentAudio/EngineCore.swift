@@ -204,9 +204,8 @@ final class EngineCore: @unchecked Sendable {
             }
         case .stop:
             if output != nil, currentState == .running { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
-            if let writer, currentState != .finished {
-                do throws(AudioError) { try writer.finish() } catch { errors.withLock { $0.append(error) } }
-            }
+            // A render stopped before its end is not the session: nothing is left behind.
+            if let writer, currentState != .finished { writer.discard() }
             setState(.stopped)
             return false
         case .shutdown:
@@ -364,7 +363,12 @@ final class EngineCore: @unchecked Sendable {
                 if sm_output_failed(output) != 0 { return }
             }
         } else if let writer {
-            do throws(AudioError) { try writer.finish() } catch { errors.withLock { $0.append(error) } }
+            // A render that met an error (a damaged file) is not written at all.
+            if errors.withLock({ $0.isEmpty }) {
+                do throws(AudioError) { try writer.finish() } catch { errors.withLock { $0.append(error) } }
+            } else {
+                writer.discard()
+            }
         }
         setState(.finished)
     }

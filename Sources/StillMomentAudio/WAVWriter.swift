@@ -3,7 +3,10 @@ import Glibc
 
 /// Writes interleaved stereo float frames to a WAV file: 32-bit float (WAVE_FORMAT_IEEE_FLOAT)
 /// or 16-bit PCM with TPDF dither. A file past 4 GiB becomes RF64 when it is finished.
-/// The data goes to `<path>.part` and is renamed into place only when complete.
+/// The data goes to a temporary file beside `path` (created exclusively under a random
+/// name, never through a link) and is renamed into place only when complete; until then,
+/// and after a failure, `path` is untouched. A `path` that exists and is not a regular
+/// file (a device, a link, a folder) is refused.
 public final class WAVWriter {
     public enum SampleFormat: Sendable { case float32, int16 }
     public let path: String
@@ -22,16 +25,34 @@ public final class WAVWriter {
         self.path = path
         self.sampleRate = sampleRate
         self.sampleFormat = format
-        partPath = path + ".part"
-        fd = open(partPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw AudioError.output(path: path, reason: AudioFile.errnoText()) }
+        var st = stat()
+        if lstat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
+            throw AudioError.output(path: path, reason: "it exists and is not a regular file; choose another name")
+        }
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[...$0]) } ?? ""
+        let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        var name = ""
+        var created: Int32 = -1
+        for _ in 0..<16 {
+            name = folder + "." + base.prefix(200) + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".part"
+            created = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            if created >= 0 || errno != EEXIST { break }
+        }
+        guard created >= 0 else { throw AudioError.output(path: path, reason: AudioFile.errnoText()) }
+        partPath = name
+        fd = created
         buffer.reserveCapacity(1 << 18)
         buffer.append(contentsOf: [UInt8](repeating: 0, count: Self.headerSize))
     }
 
-    deinit {
+    deinit { discard() }
+
+    /// Drops what was written (a failed render leaves nothing behind).
+    public func discard() {
         if fd >= 0 {
             close(fd)
+            fd = -1
             unlink(partPath)
         }
     }
@@ -95,6 +116,11 @@ public final class WAVWriter {
         guard fsync(fd) == 0 else { throw AudioError.output(path: path, reason: AudioFile.errnoText()) }
         close(fd)
         fd = -1
+        var st = stat()
+        if lstat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
+            unlink(partPath)
+            throw AudioError.output(path: path, reason: "it was replaced by something that is not a regular file; nothing written")
+        }
         guard rename(partPath, path) == 0 else {
             let reason = AudioFile.errnoText()
             unlink(partPath)

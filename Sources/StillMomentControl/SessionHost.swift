@@ -295,6 +295,8 @@ final class SessionHost {
             let engineState = s.engine.state
             if engineState == .finished || engineState == .stopped || engineState == .failed {
                 finish(s, engineState: engineState)
+            } else {
+                savePositionPeriodically(s)
             }
         }
         let key = stateKey()
@@ -302,6 +304,30 @@ final class SessionHost {
             lastStateKey = key
             events.append(.object(["event": .string("state"), "data": status()]))
         }
+    }
+
+    /// How often a playing guided meditation's position is saved, so a daemon that is
+    /// killed or crashes loses at most this much of it (one small catalog update).
+    static let positionSaveInterval: Int64 = 5_000
+    private var lastPositionSave: (session: Int, at: Int64, position: Int64)?
+
+    private func savePositionPeriodically(_ s: HostedSession) {
+        guard case .guided(let g, _) = s.kind, s.source == .guided else { return }
+        let now = Self.monotonicMilliseconds()
+        if let last = lastPositionSave, last.session == s.id, now - last.at < Self.positionSaveInterval { return }
+        let position = g.filePosition
+        if let last = lastPositionSave, last.session == s.id, last.position == position {
+            lastPositionSave = (s.id, now, position)   // paused: nothing new to write
+            return
+        }
+        lastPositionSave = (s.id, now, position)
+        do { try g.savePosition() } catch { log.error("cannot save the position: \(error.description)") }
+    }
+
+    static func monotonicMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
     private func finish(_ s: HostedSession, engineState: AudioEngine.State) {

@@ -22,7 +22,8 @@ struct PlayCommand: ParsableCommand {
 
     func run() throws {
         if output != nil || foreground {
-            try playGuided(makeSession, rendering: output)
+            // A render is not listening: the saved position stays as it was.
+            try playGuided(makeSession, rendering: output, savePosition: output == nil)
             return
         }
         var args: [String: JSON] = ["id": .string(id), "resume": .bool(resume)]
@@ -117,8 +118,14 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   [space] pause  [←/→] 15 s  [q] stop"
     }
     var stopped = false
+    var lastSave = (at: SessionClock.milliseconds(), position: session.filePosition)
     while true {
         let s = session.engine.state
+        // Saved every few seconds while it plays: a crash or a kill loses only that much.
+        if savePosition, SessionClock.milliseconds() - lastSave.at >= 5_000 {
+            if session.filePosition != lastSave.position { try? session.savePosition() }
+            lastSave = (SessionClock.milliseconds(), session.filePosition)
+        }
         if s == .finished || s == .stopped || s == .failed { break }
         if signals.received != nil {
             stopped = true
@@ -145,5 +152,14 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     }
     if !interactive {
         Console.out(stopped ? "stopped at \(TimeText.clock(session.filePosition))" : (rendering.map { "wrote \($0)" } ?? "completed"))
+    }
+}
+
+/// The monotonic clock in ms, for the CLI's periodic work.
+enum SessionClock {
+    static func milliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }
