@@ -42,9 +42,11 @@ struct ImportCommand: ParsableCommand {
         var results: [Meditation] = []
         for file in files {
             let bar = ProgressBar(label: file, enabled: Console.isTerminal && !json)
+            let raw = RawArgument(file)
+            defer { raw?.close() }
             do {
                 let outcome = try importer.importFile(
-                    file, options: Importer.Options(teacher: teacher, name: name),
+                    raw?.path ?? file, options: Importer.Options(teacher: teacher, name: name, sourceName: file),
                     progress: { bar.show($0) }, warn: { Console.err("warning: \($0)") })
                 bar.clear()
                 switch outcome {
@@ -308,4 +310,29 @@ final class ProgressBar {
         var s = "\r\u{1B}[2K"
         s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
     }
+}
+
+/// A command-line argument whose bytes are not UTF-8 (a file name from another system):
+/// Swift's arguments carry it repaired, so it is opened from the raw bytes and reached
+/// as /proc/self/fd/N.
+struct RawArgument {
+    let fd: Int32
+    var path: String { "/proc/self/fd/\(fd)" }
+
+    init?(_ argument: String) {
+        let argv = CommandLine.unsafeArgv
+        for i in 1..<Int(CommandLine.argc) {
+            guard let raw = argv[i] else { continue }
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))
+            guard String(validating: bytes, as: UTF8.self) == nil,
+                  String(decoding: bytes, as: UTF8.self) == argument else { continue }
+            let fd = open(raw, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            self.fd = fd
+            return
+        }
+        return nil
+    }
+
+    func close() { _ = Glibc.close(fd) }
 }

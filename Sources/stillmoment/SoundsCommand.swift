@@ -22,7 +22,9 @@ struct SoundsCommand: ParsableCommand {
                     throw CoreError.invalid("--kind: '\(kind)' is not gong or ambience")
                 }
                 let catalog = try SoundCatalog.withCustomSounds(store: store)
-                let sound = try Importer(store: store).importSound(file, kind: k, name: name, catalog: catalog)
+                let raw = RawArgument(file)
+                defer { raw?.close() }
+                let sound = try Importer(store: store).importSound(raw?.path ?? file, kind: k, name: name, catalog: catalog)
                 Console.out("imported \(file) as \(sound.kind) '\(sound.id)' (use --\(k == .ambience ? "ambience" : "gong") \(sound.id))")
             } catch let error as CoreError {
                 throw Console.fail(error.description, code: Exit.usage)

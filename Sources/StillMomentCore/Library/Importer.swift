@@ -32,9 +32,13 @@ public struct Importer: Sendable {
     public struct Options: Sendable {
         public var teacher: String?
         public var name: String?
-        public init(teacher: String? = nil, name: String? = nil) {
+        /// The file's name as the user gave it, when `path` is another way to it (a file
+        /// name that is not UTF-8 is opened through /proc/self/fd).
+        public var sourceName: String?
+        public init(teacher: String? = nil, name: String? = nil, sourceName: String? = nil) {
             self.teacher = teacher
             self.name = name
+            self.sourceName = sourceName
         }
     }
 
@@ -43,6 +47,7 @@ public struct Importer: Sendable {
     public func importFile(_ path: String, options: Options = Options(),
                            progress: (Double) -> Void = { _ in },
                            warn: (String) -> Void = { _ in }) throws(CoreError) -> Outcome {
+        if let reason = store.readOnlyReason { throw CoreError.io(path: store.home, reason: "cannot import into the library: \(reason)") }
         let source: AudioFile
         let container: AudioContainer
         do {
@@ -95,7 +100,8 @@ public struct Importer: Sendable {
             throw CoreError.invalid("\(path): no decodable audio in the file")
         }
 
-        let original = String(path.split(separator: "/").last ?? Substring(path))
+        let shown = options.sourceName ?? path
+        let original = Display.clean(String(shown.split(separator: "/").last ?? Substring(shown)))
         let meditation = Meditation(
             id: id, storedFile: stored, originalName: original, durationFrames: analysis.frames,
             sampleRate: analysis.sampleRate,
@@ -186,6 +192,7 @@ public struct Importer: Sendable {
     /// Imports a gong or an ambience as a custom sound with id `slug(name)`, copied into
     /// the store the same way; `timer --gong ID` / `--ambience ID` then finds it.
     public func importSound(_ path: String, kind: Sound.Kind, name: String, catalog: SoundCatalog) throws(CoreError) -> CustomSound {
+        if let reason = store.readOnlyReason { throw CoreError.io(path: store.home, reason: "cannot import into the library: \(reason)") }
         let id = Self.slug(name)
         guard !id.isEmpty else { throw CoreError.invalid("--name: give the sound a name") }
         if catalog.sounds.contains(where: { $0.id == id }) {

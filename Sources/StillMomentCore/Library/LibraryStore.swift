@@ -66,7 +66,10 @@ public final class LibraryStore: Sendable {
             var readConfig = config
             readConfig.readonly = true
             do {
-                pool = try DatabaseQueue(path: path, configuration: readConfig)
+                // immutable: SQLite reads the WAL-mode file without creating its -shm,
+                // which a read-only or full file system does not allow.
+                pool = try DatabaseQueue(path: "file:" + Self.uriEscaped(path) + "?immutable=1", configuration: readConfig)
+                _ = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM meditation") }
             } catch {
                 throw failure
             }
@@ -97,6 +100,20 @@ public final class LibraryStore: Sendable {
                 chmod(file, 0o600)
             }
         }
+    }
+
+    /// A path as the path of a `file:` URI.
+    static func uriEscaped(_ path: String) -> String {
+        var out = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "%"), 0..<0x21, 0x7F...0xFF:
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            default:
+                out.append(Character(Unicode.Scalar(byte)))
+            }
+        }
+        return out
     }
 
     /// SQLite's words for a failure, without GRDB's dump of the statement.
@@ -313,4 +330,8 @@ struct Hasher128: ~Copyable {
         }
         return hex(h.high64) + hex(h.low64)
     }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }
