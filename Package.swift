@@ -13,6 +13,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Property-based tests (generators and shrinking in Swift Testing): tests only.
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         // System libraries (Debian: libmpg123-dev, libfaad-dev, libsoxr-dev).
@@ -66,12 +68,13 @@ let package = Package(
         ),
         .testTarget(
             name: "StillMomentControlTests",
-            dependencies: ["StillMomentControl"]
+            dependencies: ["StillMomentControl", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
             name: "StillMomentCoreTests",
             // libebur128: the reference the loudness meter is tested against.
-            dependencies: ["StillMomentCore", "StillMomentAudio", "CAudio", "CEbur128"]
+            dependencies: ["StillMomentCore", "StillMomentAudio", "CAudio", "CEbur128",
+                           .product(name: "PropertyBased", package: "swift-property-based")]
         ),
     ],
     swiftLanguageModes: [.v6]

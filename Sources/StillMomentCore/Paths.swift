@@ -63,7 +63,10 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The sound device cannot be opened (or was lost): ALSA's reason and a hint.
     case device(DeviceError)
 
-    public var description: String {
+    /// One line, whatever a user, a file or a device put into it.
+    public var description: String { Display.clean(text) }
+
+    private var text: String {
         switch self {
         case .device(let error): return error.description
         case .io(let path, let reason): return "\(path): \(reason)"
