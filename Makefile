@@ -41,6 +41,7 @@ test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	bash Tests/cli/library-faults.sh
+	python3 Tests/cli/cli-tests.py
 	python3 Tests/cli/daemon-tests.py
 
 bench: deps-bench release

@@ -28,6 +28,9 @@ public final class GuidedSession: Sendable {
         let path = store.path(of: m)
         let trimStart = m.trimStart ?? 0
         let trimEnd = m.trimEnd ?? m.durationMilliseconds
+        if from > 0, from >= trimEnd - trimStart {
+            throw CoreError.invalid("--from: \(TimeText.clock(from)) is past the end of \(m.name) (\(TimeText.clock(trimEnd - trimStart)))")
+        }
         let begin = min(max(trimStart, trimStart + from), trimEnd)
         fileStart = begin
         var t = frames(preparation)

@@ -16,6 +16,11 @@ public enum TimeText {
         }
         public var description: String {
             let shown = Display.clean(String(text.prefix(maximumLength)))
+            if text.trimmingWhitespace().hasPrefix("-") {
+                return Language.current == .de
+                    ? "'\(shown)' ist negativ: Zeiten zählen vorwärts (zum Beispiel 5m)"
+                    : "'\(shown)' is negative: times count forward (for example 5m)"
+            }
             if tooLong {
                 return Language.current == .de
                     ? "'\(shown)' ist zu lang: höchstens 1000h"

@@ -19,6 +19,12 @@ enum Console {
         s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
     }
 
+    /// Prints ArgumentParser's usage message as it is (several lines of our own).
+    static func errRaw(_ text: String) {
+        var s = Display.cleanLines(text) + "\n"
+        s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    }
+
     /// Prints the error as one line and exits non-zero.
     static func fail(_ message: String, code: Int32 = 1) -> ExitCode {
         err("error: " + message)

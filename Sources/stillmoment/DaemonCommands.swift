@@ -159,8 +159,9 @@ struct StopCommand: SimpleControlCommand {
 struct SeekCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seek",
-        abstract: "Move within the guided meditation playing now: +15s, -15s, or a position like 12:30.")
-    @Argument(parsing: .allUnrecognized, help: "+15s, -15s, or MM:SS") var target: [String] = []
+        abstract: "Move within the guided meditation playing now.",
+        discussion: "One target: +TIME or -TIME moves forward or back from where it plays (+15s, -1m30s), a plain TIME goes to that position in the meditation (12:30, 1:02:03, 90s). A position past the end ends it; one before the start goes to the start.")
+    @Argument(parsing: .allUnrecognized, help: "One target: +TIME, -TIME or a position (MM:SS, H:MM:SS, 90s).") var target: [String] = []
 
     func run() throws {
         let words = target.filter { $0 != "--" }

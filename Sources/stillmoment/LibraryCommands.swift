@@ -133,7 +133,11 @@ struct ListCommand: ParsableCommand {
             return
         }
         if items.isEmpty {
-            Console.out("the library is empty (add meditations with `stillmoment import FILE`)")
+            if search != nil || maxDuration != nil {
+                Console.out("nothing in the library matches\(search.map { " '\($0)'" } ?? "")\(maxDuration.map { " up to \($0)" } ?? "")")
+            } else {
+                Console.out("the library is empty (add meditations with `stillmoment import FILE`)")
+            }
             return
         }
         var teacher: String?
@@ -183,6 +187,7 @@ struct EditCommand: ParsableCommand {
     @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
     @Option var teacher: String?
     @Option var name: String?
+    @Option(help: "The album, or off.") var album: String?
     @Option(name: .customLong("trim-start"), help: "Start playing here (e.g. 0:30), or off.") var trimStart: String?
     @Option(name: .customLong("trim-end"), help: "Stop playing here (e.g. 24:10), or off.") var trimEnd: String?
     @Option(name: .customLong("start-gong"), help: "A gong before the meditation, or off.") var startGong: String?
@@ -194,6 +199,10 @@ struct EditCommand: ParsableCommand {
             var m = try store.find(id)
             let catalog = try SoundCatalog.withCustomSounds(store: store)
             if let teacher { m.teacher = teacher.trimmingWhitespace() }
+            if let album {
+                let a = album.trimmingWhitespace()
+                m.album = a.isEmpty || a.lowercased() == "off" ? nil : a
+            }
             if let name {
                 let n = name.trimmingWhitespace()
                 guard !n.isEmpty else { throw CoreError.invalid("--name: the name cannot be empty") }

@@ -21,6 +21,11 @@ struct PlayCommand: ParsableCommand {
     @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
+        if output != nil && (detach || foreground) {
+            throw Console.fail("--output renders to a file in this process; it cannot be combined with --\(detach ? "detach" : "foreground")", code: Exit.usage)
+        }
+        if detach && foreground { throw Console.fail("--detach and --foreground exclude each other", code: Exit.usage) }
+        if from != nil && resume { throw Console.fail("--from and --resume exclude each other", code: Exit.usage) }
         if output != nil || foreground {
             // A render is not listening: the saved position stays as it was.
             try playGuided(makeSession, rendering: output, savePosition: output == nil)

@@ -1,11 +1,18 @@
 import ArgumentParser
+import Glibc
 
 @main
 struct StillMoment: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stillmoment",
         abstract: "A meditation timer and guided-meditation player for the shell.",
-        discussion: "Run `stillmoment timer 20m` to sit for 20 minutes.",
+        discussion: """
+            Run `stillmoment timer 20m` to sit for 20 minutes.
+
+            Times: 20m, 90s, 1h15m, 12m30s, 3:20, 1:02:03, or a number of minutes (2.5). A timer lasts 1 s to 24 h, a preparation up to 1 h, interval gongs come at least 10 s apart, --bells takes up to 8,640 times; volumes go from 0 to 1; --strikes from 1 to 9.
+
+            Exit codes: 0 done (or stopped by you), 1 a failure, 2 bad input, 3 the sound device cannot be opened.
+            """,
         version: "0.1.0",
         subcommands: [
             TimerCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self, EditCommand.self,
@@ -14,4 +21,21 @@ struct StillMoment: ParsableCommand {
             AttachCommand.self, DaemonCommand.self,
         ]
     )
+
+    /// Runs the command. Exit codes: 0 done, 1 a failure, 2 bad input (ArgumentParser's
+    /// usage errors included, which it would end with 64), 3 the sound device.
+    static func main() {
+        let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                let message = fullMessage(for: error)
+                Console.errRaw(message)
+                Glibc.exit(Exit.usage)
+            }
+            exit(withError: error)
+        }
+    }
 }

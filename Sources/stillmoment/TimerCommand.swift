@@ -83,6 +83,10 @@ struct TimerCommand: ParsableCommand {
         options["ambience-volume"] = ambienceVolume
         options["device"] = device
 
+        if output != nil && (detach || foreground) {
+            throw Console.fail("--output renders to a file in this process; it cannot be combined with --\(detach ? "detach" : "foreground")", code: Exit.usage)
+        }
+        if detach && foreground { throw Console.fail("--detach and --foreground exclude each other", code: Exit.usage) }
         if output == nil && fallbackOutput == nil && !foreground {
             let what = "a timer" + (duration.map { " of \($0)" } ?? "")
             try submit(.timer, ["options": .object(options.mapValues(JSON.string))], detach: detach, what: what)

@@ -212,7 +212,7 @@ public final class LibraryStore: Sendable {
         let all = try all()
         let k = key.lowercased()
         if let exact = all.first(where: { $0.id == k }) { return exact }
-        let byPrefix = k.count >= 4 ? all.filter { $0.id.hasPrefix(k) } : []
+        let byPrefix = all.filter { $0.id.hasPrefix(k) }
         if byPrefix.count == 1 { return byPrefix[0] }
         let byName = all.filter { $0.name.lowercased() == k }
         if byName.count == 1 { return byName[0] }

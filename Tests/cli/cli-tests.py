@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The command line as a careless user or an attacker uses it: huge and negative numbers,
+conflicting flags, hostile tags and file names, and the daemon's socket fed the same.
+
+Run from the repository root: python3 Tests/cli/cli-tests.py (BIN overrides the binary,
+default .build/debug/stillmoment). Each check prints "ok: ..." or "FAILED: ...", the
+script ends with "N passed, N failed" and exits 1 if any check failed. Every case has its
+own STILLMOMENT_HOME and XDG_RUNTIME_DIR; every daemon it starts is killed by its PID.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+os.chdir(ROOT)
+BIN = os.path.abspath(os.environ.get("BIN", ".build/debug/stillmoment"))
+FIX = os.path.join(ROOT, "Tests", "Fixtures")
+passed = failed = 0
+daemons = set()
+
+
+def check(cond, text):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok: {text}", flush=True)
+    else:
+        failed += 1
+        print(f"FAILED: {text}", flush=True)
+    return bool(cond)
+
+
+class Case:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sm-cli-")
+        self.env = dict(os.environ, STILLMOMENT_HOME=self.dir + "/home", XDG_RUNTIME_DIR=self.dir + "/run",
+                        LANG="C.UTF-8", STILLMOMENT_IDLE_EXIT="30")
+        self.env.pop("LC_ALL", None)
+        os.makedirs(self.dir + "/run", mode=0o700)
+
+    def run(self, *args, env=None, timeout=60):
+        p = subprocess.run([BIN, *args], env=env or self.env, capture_output=True, timeout=timeout)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+    def daemon_pid(self):
+        try:
+            with open(self.dir + "/run/stillmoment/daemon.lock") as f:
+                return int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close(self):
+        pid = self.daemon_pid()
+        if pid:
+            daemons.add(pid)
+        for pid in list(daemons):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            daemons.discard(pid)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def one_line_error(rc, out, err, code=2):
+    lines = [l for l in err.splitlines() if l.strip()]
+    return rc == code and len(lines) == 1 and "\x1b" not in err
+
+
+def main():
+    # 1. Numbers a user can type: refused in one line with exit 2, never a trap (132).
+    c = Case()
+    try:
+        for args in (["timer", "1e15"], ["timer", "99999999999999999:00"], ["settings", "set", "duration", "1e15"],
+                     ["list", "--max-duration", "1e300"], ["timer", "5m", "--preparation", "1e15"],
+                     ["timer", "5m", "--interval", "1e15"], ["timer", "5m", "--interval", "0.001s"],
+                     ["settings", "set", "interval", "0.001s"], ["timer", "5m", "--bells", "99999999999999999s"],
+                     ["timer", "-5m"], ["timer", "inf"], ["timer", "nan"], ["timer", "0x10"],
+                     ["timer", "5m", "--gong-volume", "1e309"], ["timer", "5m", "--strikes", "99999999999999999999"]):
+            rc, out, err = c.run(*args, "--device", "null") if args[0] == "timer" else c.run(*args)
+            check(one_line_error(rc, out, err), f"`{' '.join(args)}` is refused in one line with exit 2 (exit {rc}: {err.strip()[:110]})")
+        rc, out, err = c.run("timer", "5m", "--bells", "-2m", "--preparation", "off", "--output", c.dir + "/b.wav")
+        check(rc == 0 and os.path.exists(c.dir + "/b.wav"), f"`--bells -2m` is a value, not an unknown option (exit {rc}: {err.strip()[:80]})")
+        rc, out, err = c.run("timer", "--nope")
+        check(rc == 2, f"an unknown option exits 2, not ArgumentParser's 64 (exit {rc})")
+        rc, out, err = c.run("timer", "5m", "--output", c.dir + "/x.wav", "--detach")
+        check(one_line_error(rc, out, err) and not os.path.exists(c.dir + "/x.wav"), f"--output with --detach is refused ({err.strip()[:80]})")
+        rc, out, err = c.run("--help")
+        check(rc == 0 and "Exit codes" in out and "24 h" in out, "--help lists the exit codes and value ranges")
+    finally:
+        c.close()
+
+    # 2. The library: search, prefixes, --album, --from past the end, hostile tags and names.
+    c = Case()
+    try:
+        hostile = c.dir + "/hostile.mp3"
+        title = "x\x1b]0;t\x07\x1b[2J title"
+        wav = c.dir + "/t.wav"
+        subprocess.run(["sox", "-q", "-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "3", "sine", "440", "vol", "0.3"], check=True)
+        subprocess.run(["lame", "--quiet", "--tt", title, "--ta", "T\x1b[31m", wav, hostile], check=True)
+        rc, out, err = c.run("import", hostile)
+        check(rc == 0 and "\x1b" not in out + err and "\x07" not in out + err, f"a title with escape sequences imports and prints without them ({out.strip()[:80]!r})")
+        rc, out, err = c.run("list")
+        check(rc == 0 and "\x1b" not in out and "title" in out, "list prints the hostile title without control characters")
+        rc, out, err = c.run("list", "--json")
+        data = json.loads(out)
+        check(data and "\x1b" in data[0]["name"], "list --json keeps the title as it is, escaped by JSON")
+        mid = data[0]["id"]
+        rc, out, err = c.run("list", "--search", "no such thing")
+        check(rc == 0 and "nothing in the library matches" in out, f"list --search without matches says so ({out.strip()})")
+        rc, out, err = c.run("show", mid[:2])
+        check(rc == 0 and mid in out, f"a unique id prefix of 2 characters finds the meditation (exit {rc})")
+        rc, out, err = c.run("edit", mid[:8], "--album", "Morning")
+        rc2, out2, _ = c.run("show", mid, "--json")
+        check(rc == 0 and json.loads(out2)["album"] == "Morning", "edit --album sets the album")
+        rc, out, err = c.run("play", mid, "--from", "9:00", "--foreground", "--device", "null")
+        check(one_line_error(rc, out, err) and "past the end" in err, f"play --from past the end is refused ({err.strip()[:100]})")
+        raw = os.fsencode(c.dir) + b"/caf\xe9 talk.mp3"
+        shutil.copy(hostile, raw)
+        p = subprocess.run([os.fsencode(BIN), b"import", raw], env=c.env, capture_output=True)
+        check(p.returncode == 0, f"a file name that is not UTF-8 imports (exit {p.returncode}: {p.stderr.decode('utf-8', 'replace').strip()[:80]})")
+    finally:
+        c.close()
+
+    # 3. The daemon's socket fed the numbers that used to kill it: refused, and it lives on.
+    c = Case()
+    try:
+        rc, out, err = c.run("timer", "24h", "--device", "null", "--detach")
+        pid = c.daemon_pid()
+        check(rc == 0 and pid, f"a daemon runs a timer (exit {rc})")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(c.dir + "/run/stillmoment/control.sock")
+        f = sock.makefile("rwb")
+
+        def ask(obj):
+            f.write((json.dumps(obj) + "\n").encode())
+            f.flush()
+            while True:
+                line = json.loads(f.readline())
+                if "event" not in line:
+                    return line
+        hello = ask({"hello": {"version": 1, "client": "cli-tests"}})
+        version = hello.get("hello", {}).get("version", 1)
+        if "error" in hello:  # a newer protocol: say hello in its version
+            sock.close()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(c.dir + "/run/stillmoment/control.sock")
+            f = sock.makefile("rwb")
+            hello = ask({"hello": {"version": 2, "client": "cli-tests"}})
+        n = 2
+        for options in ({"duration": "1e15"}, {"duration": "99999999999999999:00"}, {"interval": "0.001s"},
+                        {"bells": "99999999999999999s"}, {"preparation": "1e300"}):
+            answer = ask({"id": n, "command": "timer", "args": {"options": options}})
+            n += 1
+            code = answer.get("error", {}).get("code")
+            check(code == "bad-arguments", f"over the socket {options} is refused with bad-arguments ({code})")
+        for args in ({"by": 1e300}, {"to": -1e300}, {"by": "x"}):
+            answer = ask({"id": n, "command": "seek", "args": args})
+            n += 1
+            check("error" in answer, f"seek {args} is refused ({answer.get('error', {}).get('code')})")
+        status = ask({"id": n, "command": "status"})
+        check(status.get("result", {}).get("session") is not None and os.path.exists(f"/proc/{pid}"),
+              "the daemon and its session live on after all of it")
+        sock.close()
+    finally:
+        c.close()
+
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
