@@ -20,7 +20,7 @@ struct ImportCommand: ParsableCommand {
         discussion: "The player only ever reads these copies: moving or deleting the originals breaks nothing."
     )
 
-    @Argument(help: "The files to import.")
+    @Argument(help: "The files to import.", completion: Complete.audioFiles)
     var files: [String]
 
     @Option(help: "The teacher (else the file's artist tag).")
@@ -153,7 +153,7 @@ struct ListCommand: ParsableCommand {
 
 struct ShowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one meditation.")
-    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
@@ -184,14 +184,14 @@ func trimText(_ m: Meditation) -> String {
 
 struct EditCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "edit", abstract: "Change a meditation's details.")
-    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
     @Option var teacher: String?
     @Option var name: String?
     @Option(help: "The album, or off.") var album: String?
     @Option(name: .customLong("trim-start"), help: "Start playing here (e.g. 0:30), or off.") var trimStart: String?
     @Option(name: .customLong("trim-end"), help: "Stop playing here (e.g. 24:10), or off.") var trimEnd: String?
-    @Option(name: .customLong("start-gong"), help: "A gong before the meditation, or off.") var startGong: String?
-    @Option(name: .customLong("end-gong"), help: "A gong after the meditation, or off.") var endGong: String?
+    @Option(name: .customLong("start-gong"), help: "A gong before the meditation, or off.", completion: Complete.gongs) var startGong: String?
+    @Option(name: .customLong("end-gong"), help: "A gong after the meditation, or off.", completion: Complete.gongs) var endGong: String?
 
     func run() throws {
         let store = try openStore()
@@ -234,7 +234,7 @@ struct EditCommand: ParsableCommand {
 
 struct DeleteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "delete", abstract: "Remove a meditation and its stored file.")
-    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
 
     func run() throws {
         let store = try openStore()

@@ -11,7 +11,7 @@ struct PlayCommand: ParsableCommand {
         discussion: "On a terminal: space pauses or resumes, left/right seek 15 s, q stops. The position is saved when playback stops."
     )
 
-    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
     @Option(help: "A countdown before it starts: 15s, or off.") var preparation: String?
     @Option(help: "Start here, e.g. 3:20.") var from: String?
     @Flag(help: "Start where playback last stopped.") var resume = false
@@ -62,7 +62,7 @@ struct PlayCommand: ParsableCommand {
 
 struct PreviewCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "preview", abstract: "Play 10 s from the middle of a meditation.")
-    @Argument(help: "A UUID, a unique prefix of one, or the exact name.") var id: String
+    @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
     @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.") var device: String?
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
     @Flag(help: "Start it in the daemon and return at once.") var detach = false

@@ -25,7 +25,7 @@ struct SettingsCommand: ParsableCommand {
 
     struct Set: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Set KEY to VALUE, e.g. `settings set duration 20m`.")
-        @Argument(help: "The setting, named like the timer's option (duration, gong, ambience-volume, …).")
+        @Argument(help: "The setting, named like the timer's option (duration, gong, ambience-volume, …).", completion: Complete.settingKeys)
         var key: String
         @Argument(help: "The value, as you would give it to the option.")
         var value: String

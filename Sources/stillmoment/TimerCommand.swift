@@ -22,7 +22,7 @@ struct TimerCommand: ParsableCommand {
     @Option(help: "Countdown before the start gong: 10s, or off.")
     var preparation: String?
 
-    @Option(help: "Start and end gong (see `stillmoment sounds`).")
+    @Option(help: "Start and end gong (see `stillmoment sounds`).", completion: Complete.gongs)
     var gong: String?
 
     @Option(name: .customLong("gong-volume"), help: "Gong volume, 0 to 1.")
@@ -34,10 +34,10 @@ struct TimerCommand: ParsableCommand {
     @Option(help: "Interval gongs every 5m (or another time), or off.")
     var interval: String?
 
-    @Option(name: .customLong("interval-mode"), help: "repeating, after-start or before-end.")
+    @Option(name: .customLong("interval-mode"), help: "repeating, after-start or before-end.", completion: Complete.modes)
     var intervalMode: String?
 
-    @Option(name: .customLong("interval-gong"), help: "The interval gong's sound.")
+    @Option(name: .customLong("interval-gong"), help: "The interval gong's sound.", completion: Complete.gongs)
     var intervalGong: String?
 
     @Option(name: .customLong("interval-volume"), help: "Interval gong volume, 0 to 1.")
@@ -46,7 +46,7 @@ struct TimerCommand: ParsableCommand {
     @Option(help: "Interval gongs at given times, e.g. 5m,12m30s,-2m (negative: before the end). Replaces --interval.")
     var bells: String?
 
-    @Option(help: "Background ambience (forest, rain, …) or silent.")
+    @Option(help: "Background ambience (forest, rain, …) or silent.", completion: Complete.ambiences)
     var ambience: String?
 
     @Option(name: .customLong("ambience-volume"), help: "Ambience volume, 0 to 1.")
@@ -55,7 +55,7 @@ struct TimerCommand: ParsableCommand {
     @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.")
     var device: String?
 
-    @Option(help: "Render the whole session to this WAV file, as fast as the CPU goes, instead of playing.")
+    @Option(help: "Render the whole session to this WAV file, as fast as the CPU goes, instead of playing.", completion: .file(extensions: ["wav"]))
     var output: String?
 
     @Option(name: .customLong("fallback-output"), help: .hidden)
