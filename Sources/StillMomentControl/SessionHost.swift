@@ -8,10 +8,10 @@ import Synchronization
 extension ProtocolError {
     /// A core error as the daemon's answer: the device, the disk or catalog, or bad input.
     init(_ error: CoreError) {
-        switch error {
+        switch error.category {
         case .device: self.init(.device, error.description)
-        case .io: self.init(.failed, error.description)          // the disk or the catalog, not the request
-        default: self.init(.badArguments, error.description)
+        case .failure: self.init(.failed, error.description)     // the disk, the catalog, a damaged file: not the request
+        case .badInput: self.init(.badArguments, error.description)
         }
     }
 

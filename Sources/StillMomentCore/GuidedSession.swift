@@ -29,7 +29,7 @@ public final class GuidedSession: Sendable {
         let trimStart = m.trimStart ?? 0
         let trimEnd = m.trimEnd ?? m.durationMilliseconds
         if from > 0, from >= trimEnd - trimStart {
-            throw CoreError.invalid("--from: \(TimeText.clock(from)) is past the end of \(m.name) (\(TimeText.clock(trimEnd - trimStart)))")
+            throw CoreError.badValue(option: "--from", reason: "\(TimeText.clock(from)) is past the end of \(m.name) (\(TimeText.clock(trimEnd - trimStart)))")
         }
         let begin = min(max(trimStart, trimStart + from), trimEnd)
         fileStart = begin
@@ -40,7 +40,7 @@ public final class GuidedSession: Sendable {
             let sound = try catalog.gong(gongID)
             guard let p = catalog.path(of: sound) else { return nil }
             do { return (p, try DecodedSource(path: p, engineRate: Int(rate)).passLength) } catch {
-                throw CoreError.invalid(error.description)
+                throw CoreError.audio(error)
             }
         }
         func schedule(_ gong: (String, Int64), at start: Int64) {
@@ -67,7 +67,7 @@ public final class GuidedSession: Sendable {
             // Open now: a damaged or missing copy is an error before anything plays.
             _ = try DecodedSource(path: path, engineRate: Int(rate))
         } catch {
-            throw CoreError.invalid(error.description)
+            throw CoreError.audio(error)
         }
         engine.schedule(ScoreEntry(id: voiceID, start: start, end: start + length) { () throws(AudioError) -> Voice in
             let source = try TrimmedSource(try DecodedSource(path: path, engineRate: Int(rate)), offset: offset, length: length)
@@ -82,7 +82,7 @@ public final class GuidedSession: Sendable {
     }
 
     public func start() throws(CoreError) {
-        do { try engine.start(end: total) } catch { throw CoreError.invalid(error.description) }
+        do { try engine.start(end: total) } catch { throw CoreError.audio(error) }
     }
 
     public var position: Int64 { engine.position }

@@ -54,27 +54,85 @@ public enum Paths {
     }
 }
 
+/// What kind of failure an error is: it decides the exit code (and the protocol's code)
+/// in one place, whoever meets the error.
+public enum ErrorCategory: Sendable, Equatable {
+    /// Bad input: an argument, a setting, a request (exit 2, `bad-arguments`).
+    case badInput
+    /// Something failed that the input did not cause: a disk, a damaged file (exit 1).
+    case failure
+    /// The sound device cannot be opened or was lost (exit 3).
+    case device
+}
+
 /// Errors of the core layer; each reads as one line.
 public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Reading or writing a file or the catalog failed.
     case io(path: String, reason: String)
-    case invalid(String)
+    /// A value given by the user (an option, a setting, a request's field) is not usable:
+    /// the option's name and what is wrong with the value.
+    case badValue(option: String, reason: String)
+    /// Options or arguments that cannot go together, or a request that makes no sense.
+    case badRequest(String)
+    /// No meditation (or other entry) answers to the key; `hint` says what else to try.
+    case notFound(key: String, hint: String)
+    /// The key matches several entries.
+    case ambiguous(key: String, matches: [String])
+    /// A file that cannot be imported or played: not audio, damaged, changed meanwhile.
+    case unplayable(path: String, reason: String)
+    /// Not enough room in the store for an import.
+    case noSpace(path: String, home: String, needed: Int64, free: Int64)
+    /// The catalog or a bundled file is damaged: `library verify` tells more.
+    case damaged(String)
     case unknownSound(id: String, kind: String, valid: [String])
     case noSounds
     /// The sound device cannot be opened (or was lost): ALSA's reason and a hint.
     case device(DeviceError)
 
+    public var category: ErrorCategory {
+        switch self {
+        case .badValue, .badRequest, .notFound, .ambiguous, .unknownSound: return .badInput
+        case .io, .unplayable, .noSpace, .damaged, .noSounds: return .failure
+        case .device: return .device
+        }
+    }
+
     /// One line, whatever a user, a file or a device put into it.
     public var description: String { Display.clean(text) }
 
     private var text: String {
+        let de = Language.current == .de
         switch self {
         case .device(let error): return error.description
         case .io(let path, let reason): return "\(path): \(reason)"
-        case .invalid(let message): return message
+        case .badValue(let option, let reason): return option.isEmpty ? reason : "\(option): \(reason)"
+        case .badRequest(let message): return message
+        case .notFound(let key, let hint):
+            return (de ? "keine Meditation '\(key)' in der Bibliothek (siehe `stillmoment list`)"
+                       : "no meditation '\(key)' in the library (see `stillmoment list`)") + hint
+        case .ambiguous(let key, let matches):
+            return de ? "'\(key)' passt auf mehrere Meditationen: \(matches.joined(separator: ", ")); gib mehr von der Kennung an"
+                      : "'\(key)' matches several meditations: \(matches.joined(separator: ", ")); give more of the id"
+        case .unplayable(let path, let reason): return path.isEmpty ? reason : "\(path): \(reason)"
+        case .noSpace(let path, let home, let needed, let free):
+            return de ? "\(path): nicht genug Platz in \(home) (\(needed / 1_000_000) MB nötig, \(free / 1_000_000) MB frei)"
+                      : "\(path): not enough space in \(home) (\(needed / 1_000_000) MB needed, \(free / 1_000_000) MB free)"
+        case .damaged(let message): return message
         case .unknownSound(let id, let kind, let valid):
-            return "unknown \(kind) '\(id)'; choose one of: \(valid.joined(separator: ", "))"
+            return de ? "unbekannter Klang '\(id)' (\(kind)); wähle einen von: \(valid.joined(separator: ", "))"
+                      : "unknown \(kind) '\(id)'; choose one of: \(valid.joined(separator: ", "))"
         case .noSounds:
-            return "the bundled sounds are missing (no Sounds/sounds.json found); set STILLMOMENT_SOUNDS to their folder or reinstall"
+            return de ? "die mitgelieferten Klänge fehlen (keine Sounds/sounds.json gefunden); setze STILLMOMENT_SOUNDS auf ihren Ordner oder installiere neu"
+                      : "the bundled sounds are missing (no Sounds/sounds.json found); set STILLMOMENT_SOUNDS to their folder or reinstall"
         }
+    }
+}
+
+extension CoreError {
+    /// An error of the audio layer met by the core: the device's stays a device error,
+    /// a file's is a file that cannot be played.
+    public static func audio(_ error: AudioError, path: String = "") -> CoreError {
+        if case .device(let device) = error { return .device(device) }
+        return .unplayable(path: "", reason: error.description)
     }
 }

@@ -40,14 +40,14 @@ public struct Settings: Sendable, Equatable {
             let raw = try JSONDecoder().decode([String: String].self, from: data)
             return Settings(values: raw.filter { keys.contains($0.key) })
         } catch {
-            throw CoreError.invalid("\(path): not a valid settings file; fix or remove it (\(error))")
+            throw CoreError.damaged("\(path): not a valid settings file; fix or remove it (\(error))")
         }
     }
 
     /// Checks and sets a value (validated against the catalog, so a typo never lands).
     public mutating func set(_ key: String, _ value: String, catalog: SoundCatalog) throws(CoreError) {
         guard Self.keys.contains(key) else {
-            throw CoreError.invalid("unknown setting '\(key)'; the settings are: \(Self.keys.joined(separator: ", "))")
+            throw CoreError.badValue(option: "", reason: "unknown setting '\(key)'; the settings are: \(Self.keys.joined(separator: ", "))")
         }
         var trial = self
         trial.values[key] = value
@@ -63,7 +63,7 @@ public struct Settings: Sendable, Equatable {
         if !folder.isEmpty { try Paths.makeFolder(folder) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(values) else { throw CoreError.invalid("cannot encode the settings") }
+        guard let data = try? encoder.encode(values) else { throw CoreError.io(path: path, reason: "cannot encode the settings") }
         let tmp = path + ".tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CoreError.io(path: tmp, reason: String(cString: strerror(errno))) }

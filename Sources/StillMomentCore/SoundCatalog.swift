@@ -37,7 +37,7 @@ public struct SoundCatalog: Sendable {
         do {
             return SoundCatalog(folder: folder, sounds: try JSONDecoder().decode([Sound].self, from: data))
         } catch {
-            throw CoreError.invalid("\(path): not a valid sound list (\(error))")
+            throw CoreError.damaged("\(path): not a valid sound list (\(error))")
         }
     }
 

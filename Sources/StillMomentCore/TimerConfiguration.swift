@@ -25,12 +25,12 @@ public struct TimerConfiguration: Sendable, Equatable {
     public init(settings: Settings, options: [String: String], catalog: SoundCatalog) throws(CoreError) {
         func value(_ key: String) -> String { options[key] ?? settings.value(key) }
         func time(_ key: String) throws(CoreError) -> Int64 {
-            do { return try TimeText.parse(value(key)) } catch { throw CoreError.invalid("--\(key): \(error.description)") }
+            do { return try TimeText.parse(value(key)) } catch { throw CoreError.badValue(option: "--\(key)", reason: "\(error.description)") }
         }
         func volume(_ key: String) throws(CoreError) -> Double {
             let text = value(key)
             guard let v = Double(text), v >= 0, v <= 1 else {
-                throw CoreError.invalid("--\(key): '\(text)' is not a volume from 0 to 1 (for example 0.5)")
+                throw CoreError.badValue(option: "--\(key)", reason: "'\(text)' is not a volume from 0 to 1 (for example 0.5)")
             }
             return v
         }
@@ -38,29 +38,29 @@ public struct TimerConfiguration: Sendable, Equatable {
 
         duration = try time("duration")
         guard duration >= 1000 else {
-            throw CoreError.invalid("--duration: '\(value("duration"))' is shorter than 1 s")
+            throw CoreError.badValue(option: "--duration", reason: "'\(value("duration"))' is shorter than 1 s")
         }
         guard duration <= Self.maxDuration else {
-            throw CoreError.invalid("--duration: '\(value("duration"))' is longer than 24 h")
+            throw CoreError.badValue(option: "--duration", reason: "'\(value("duration"))' is longer than 24 h")
         }
         preparation = isOff("preparation") ? 0 : try time("preparation")
         guard preparation <= Self.maxPreparation else {
-            throw CoreError.invalid("--preparation: '\(value("preparation"))' is longer than 1 h")
+            throw CoreError.badValue(option: "--preparation", reason: "'\(value("preparation"))' is longer than 1 h")
         }
         gong = try catalog.gong(value("gong"))
         gongVolume = try volume("gong-volume")
         guard let n = Int(value("strikes")), (1...9).contains(n) else {
-            throw CoreError.invalid("--strikes: '\(value("strikes"))' is not a number from 1 to 9")
+            throw CoreError.badValue(option: "--strikes", reason: "'\(value("strikes"))' is not a number from 1 to 9")
         }
         strikes = n
         intervalGong = try catalog.gong(value("interval-gong"))
         intervalVolume = try volume("interval-volume")
         guard let mode = IntervalMode(rawValue: value("interval-mode").lowercased()) else {
-            throw CoreError.invalid("--interval-mode: '\(value("interval-mode"))' is not one of repeating, after-start, before-end")
+            throw CoreError.badValue(option: "--interval-mode", reason: "'\(value("interval-mode"))' is not one of repeating, after-start, before-end")
         }
         if let bells = options["bells"] {
             do { intervalTimes = try GongSchedule.bellTimes(bells, duration: duration) } catch {
-                throw CoreError.invalid(error.description)
+                throw CoreError.badValue(option: "", reason: error.description)
             }
         } else if isOff("interval") {
             intervalTimes = []
@@ -69,7 +69,7 @@ public struct TimerConfiguration: Sendable, Equatable {
             let key = ["on", "yes"].contains(value("interval").lowercased()) ? "interval-length" : "interval"
             let length = try time(key)
             guard length >= Self.minInterval else {
-                throw CoreError.invalid("--interval: '\(value(key))' is shorter than 10 s (interval gongs ring at most every 10 s)")
+                throw CoreError.badValue(option: "--interval", reason: "'\(value(key))' is shorter than 10 s (interval gongs ring at most every 10 s)")
             }
             intervalTimes = GongSchedule.intervalTimes(duration: duration, interval: length, mode: mode)
         }
@@ -82,6 +82,6 @@ public struct TimerConfiguration: Sendable, Equatable {
         }
         ambienceVolume = try volume("ambience-volume")
         device = value("device")
-        guard !device.isEmpty else { throw CoreError.invalid("--device: the device name is empty (try `aplay -L`)") }
+        guard !device.isEmpty else { throw CoreError.badValue(option: "--device", reason: "the device name is empty (try `aplay -L`)") }
     }
 }

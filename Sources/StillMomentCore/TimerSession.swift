@@ -14,7 +14,7 @@ public enum SessionOutput: Sendable {
             }
         } catch {
             if case .device(let device) = error { throw CoreError.device(device) }
-            throw CoreError.invalid(error.description)
+            throw CoreError.audio(error)
         }
     }
 }
@@ -36,12 +36,12 @@ public final class TimerSession: Sendable {
         // Open each sound once now: a missing or damaged file is an error before we start,
         // and the gong's exact length places the ambience and the end of the session.
         func length(_ sound: Sound, loop: Bool = false) throws(CoreError) -> (path: String, frames: Int64) {
-            guard let path = catalog.path(of: sound) else { throw CoreError.invalid("\(sound.id) has no file") }
+            guard let path = catalog.path(of: sound) else { throw CoreError.damaged("the sound \(sound.id) has no file") }
             do {
                 let source = try DecodedSource(path: path, engineRate: rate, loop: loop)
                 return (path, source.passLength)
             } catch {
-                throw CoreError.invalid(error.description)
+                throw CoreError.audio(error)
             }
         }
         let gong = try length(configuration.gong)
@@ -87,7 +87,7 @@ public final class TimerSession: Sendable {
     }
 
     public func start() throws(CoreError) {
-        do { try engine.start(end: plan.total) } catch { throw CoreError.invalid(error.description) }
+        do { try engine.start(end: plan.total) } catch { throw CoreError.audio(error) }
     }
 
     public var position: Int64 { engine.position }

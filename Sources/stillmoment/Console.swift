@@ -38,6 +38,22 @@ enum Exit {
     static let failure: Int32 = 1
     static let usage: Int32 = 2
     static let device: Int32 = 3
+
+    /// The one map from an error's category to the exit code, for every command.
+    static func code(for category: ErrorCategory) -> Int32 {
+        switch category {
+        case .badInput: return usage
+        case .failure: return failure
+        case .device: return device
+        }
+    }
+}
+
+extension Console {
+    /// Prints the error as one line and exits with the code its category gives.
+    static func fail(_ error: CoreError) -> ExitCode {
+        fail(error.description, code: Exit.code(for: error.category))
+    }
 }
 
 extension String {

@@ -8,7 +8,7 @@ func openStore() throws -> LibraryStore {
     // Past a file-size limit (ulimit -f) a write should fail with EFBIG, not kill us.
     signal(SIGXFSZ, SIG_IGN)
     let store: LibraryStore
-    do { store = try LibraryStore() } catch { throw Console.fail(error.description) }
+    do { store = try LibraryStore() } catch { throw Console.fail(error) }
     for line in store.notes { Console.err(line) }
     return store
 }
@@ -114,7 +114,7 @@ struct ListCommand: ParsableCommand {
             if !rows.damaged.isEmpty {
                 Console.err("warning: \(rows.damaged.count) catalog entr\(rows.damaged.count == 1 ? "y is" : "ies are") damaged and not listed; `stillmoment library verify --repair` rebuilds them from their files")
             }
-        } catch { throw Console.fail(error.description) }
+        } catch { throw Console.fail(error) }
         if let search {
             let s = search.lowercased()
             items = items.filter { [$0.teacher, $0.name, $0.album ?? ""].contains { $0.lowercased().contains(s) } }
@@ -159,7 +159,7 @@ struct ShowCommand: ParsableCommand {
     func run() throws {
         let store = try openStore()
         let m: Meditation
-        do { m = try store.find(id) } catch { throw Console.fail(error.description, code: Exit.usage) }
+        do { m = try store.find(id) } catch { throw Console.fail(error) }
         if json {
             Console.out(jsonObject(entryJSON(m, store: store)))
             return
@@ -205,20 +205,20 @@ struct EditCommand: ParsableCommand {
             }
             if let name {
                 let n = name.trimmingWhitespace()
-                guard !n.isEmpty else { throw CoreError.invalid("--name: the name cannot be empty") }
+                guard !n.isEmpty else { throw CoreError.badValue(option: "--name", reason: "the name cannot be empty") }
                 m.name = n
             }
             func time(_ text: String, _ option: String) throws -> Int64? {
                 if text.lowercased() == "off" { return nil }
-                do { return try TimeText.parse(text) } catch { throw CoreError.invalid("--\(option): \(error.description)") }
+                do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: "--\(option)", reason: error.description) }
             }
             if let trimStart { m.trimStart = try time(trimStart, "trim-start") }
             if let trimEnd { m.trimEnd = try time(trimEnd, "trim-end") }
             let start = m.trimStart ?? 0, end = m.trimEnd ?? m.durationMilliseconds
             guard end <= m.durationMilliseconds else {
-                throw CoreError.invalid("--trim-end: \(TimeText.clock(end)) is past the end (\(TimeText.clock(m.durationMilliseconds)))")
+                throw CoreError.badValue(option: "--trim-end", reason: "\(TimeText.clock(end)) is past the end (\(TimeText.clock(m.durationMilliseconds)))")
             }
-            guard start < end else { throw CoreError.invalid("the trim range is empty: \(trimText(m))") }
+            guard start < end else { throw CoreError.badRequest("the trim range is empty: \(trimText(m))") }
             func gong(_ text: String) throws -> String? {
                 text.lowercased() == "off" ? nil : try catalog.gong(text).id
             }
@@ -227,7 +227,7 @@ struct EditCommand: ParsableCommand {
             try store.update(m)
             Console.out("\(describe(m)) [\(m.id.prefix(8))]")
         } catch let error as CoreError {
-            throw Console.fail(error.description, code: Exit.usage)
+            throw Console.fail(error)
         }
     }
 }
@@ -243,7 +243,7 @@ struct DeleteCommand: ParsableCommand {
             try store.delete(m)
             Console.out("deleted \(describe(m)); \(megabytes(m.size)) freed")
         } catch {
-            throw Console.fail(error.description, code: Exit.usage)
+            throw Console.fail(error)
         }
     }
 }
@@ -258,7 +258,7 @@ struct LibraryCommand: ParsableCommand {
         func run() throws {
             let store = try openStore()
             let items: [Meditation]
-            do { items = try store.all() } catch { throw Console.fail(error.description) }
+            do { items = try store.all() } catch { throw Console.fail(error) }
             let total = items.reduce(Int64(0)) { $0 + $1.size }
             Console.out("total        \(mb(total)) in \(items.count) meditation\(items.count == 1 ? "" : "s")")
             for (teacher, group) in Dictionary(grouping: items, by: { $0.teacher }).sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
@@ -292,7 +292,7 @@ struct LibraryCommand: ParsableCommand {
                     throw ExitCode(Exit.failure)
                 }
             } catch let error as CoreError {
-                throw Console.fail(error.description)
+                throw Console.fail(error)
             }
         }
     }

@@ -38,7 +38,7 @@ struct PlayCommand: ParsableCommand {
                 args["preparation"] = .number(Double(try parse(preparation, "--preparation")))
             }
         } catch {
-            throw Console.fail(error.description, code: Exit.usage)
+            throw Console.fail(error)
         }
         if let device { args["device"] = .string(device) }
         try submit(.play, args, detach: detach, what: "playing \(id)")
@@ -56,7 +56,7 @@ struct PlayCommand: ParsableCommand {
     }
 
     func parse(_ text: String, _ option: String) throws(CoreError) -> Int64 {
-        do { return try TimeText.parse(text) } catch { throw CoreError.invalid("\(option): \(error.description)") }
+        do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: option, reason: error.description) }
     }
 }
 
@@ -104,14 +104,13 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     do {
         session = try make(store)
     } catch {
-        if case .device = error { throw Console.fail(error.description, code: Exit.device) }
-        throw Console.fail(error.description, code: Exit.usage)
+        throw Console.fail(error)
     }
     let signals = StopFlag.interactive()
     let interactive = Console.isTerminal && rendering == nil
     let view = TerminalView(interactive: interactive)
     defer { view.restore() }
-    do { try session.start() } catch { throw Console.fail(error.description) }
+    do { try session.start() } catch { throw Console.fail(error) }
     let m = session.meditation
     let total = m.trimEnd ?? m.durationMilliseconds
     if !interactive && rendering == nil { Console.out("playing \(describe(m))") }

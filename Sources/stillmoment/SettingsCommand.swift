@@ -13,7 +13,7 @@ struct SettingsCommand: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show every setting and where it comes from.")
         func run() throws {
             let settings: Settings
-            do { settings = try Settings.load() } catch { throw Console.fail(error.description) }
+            do { settings = try Settings.load() } catch { throw Console.fail(error) }
             let width = Settings.keys.map(\.count).max() ?? 0
             for key in Settings.keys {
                 let k = key.padded(to: width + 2)
@@ -37,7 +37,7 @@ struct SettingsCommand: ParsableCommand {
                 try settings.save()
                 Console.out("\(key) = \(value)")
             } catch {
-                throw Console.fail(error.description, code: Exit.usage)
+                throw Console.fail(error)
             }
         }
     }
@@ -52,7 +52,7 @@ struct SettingsCommand: ParsableCommand {
                 var settings = try Settings.load()
                 if let key {
                     guard Settings.keys.contains(key) else {
-                        throw CoreError.invalid("unknown setting '\(key)'; the settings are: \(Settings.keys.joined(separator: ", "))")
+                        throw CoreError.badValue(option: "", reason: "unknown setting '\(key)'; the settings are: \(Settings.keys.joined(separator: ", "))")
                     }
                     settings.reset(key)
                 } else {

@@ -19,7 +19,7 @@ struct SoundsCommand: ParsableCommand {
             let store = try openStore()
             do {
                 guard let k = ["gong": Sound.Kind.gong, "ambience": .ambience][kind.lowercased()] else {
-                    throw CoreError.invalid("--kind: '\(kind)' is not gong or ambience")
+                    throw CoreError.badValue(option: "--kind", reason: "'\(kind)' is not gong or ambience")
                 }
                 let catalog = try SoundCatalog.withCustomSounds(store: store)
                 let raw = RawArgument(file)
@@ -27,7 +27,7 @@ struct SoundsCommand: ParsableCommand {
                 let sound = try Importer(store: store).importSound(raw?.path ?? file, kind: k, name: name, catalog: catalog)
                 Console.out("imported \(file) as \(sound.kind) '\(sound.id)' (use --\(k == .ambience ? "ambience" : "gong") \(sound.id))")
             } catch let error as CoreError {
-                throw Console.fail(error.description, code: Exit.usage)
+                throw Console.fail(error)
             }
         }
     }
@@ -42,7 +42,7 @@ extension SoundsCommand {
         do {
             catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
         } catch {
-            throw Console.fail(error.description)
+            throw Console.fail(error)
         }
         let language = Language.current
         let headings: [(Sound.Kind, String, String)] = [

@@ -98,7 +98,7 @@ struct TimerCommand: ParsableCommand {
             catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
             configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
         } catch {
-            throw Console.fail(error.description, code: Exit.usage)
+            throw Console.fail(error)
         }
 
         var target: SessionOutput = output.map { .file(path: $0) } ?? .device(DeviceConfiguration(name: configuration.device))
@@ -106,14 +106,14 @@ struct TimerCommand: ParsableCommand {
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
         } catch {
-            guard case .device(let device) = error else { throw Console.fail(error.description) }
+            guard case .device(let device) = error else { throw Console.fail(error) }
             guard let fallback = fallbackOutput else { throw Console.fail(error.description, code: Exit.device) }
             Console.err("no sound device to play on (\(device.message)): rendering the session to \(fallback) instead")
             target = .file(path: fallback)
             do {
                 session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
             } catch {
-                throw Console.fail(error.description)
+                throw Console.fail(error)
             }
         }
         let renderPath: String? = if case .file(let p) = target { p } else { nil }

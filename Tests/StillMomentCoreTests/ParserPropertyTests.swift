@@ -1,6 +1,7 @@
 /// Property tests for the parsers of user input (times, settings values): no input
 /// traps or hangs, every refusal is one line, and what is accepted is in range.
 import PropertyBased
+import StillMomentAudio
 import Testing
 @testable import StillMomentCore
 
@@ -85,5 +86,20 @@ struct ParserPropertyTests {
         // The longest day with the densest gongs stays small: 8,640 gongs at most.
         let c = try TimerConfiguration(settings: Settings(), options: ["duration": "24h", "interval": "10s"], catalog: catalog)
         #expect(c.intervalTimes.count < 8640)
+    }
+}
+
+@Suite("Error categories")
+struct ErrorCategoryTests {
+    @Test("every core error has the category that decides its exit code and protocol code")
+    func categories() {
+        let bad: [CoreError] = [.badValue(option: "--x", reason: "r"), .badRequest("r"), .notFound(key: "k", hint: ""),
+                                .ambiguous(key: "k", matches: []), .unknownSound(id: "i", kind: "gong", valid: [])]
+        let failing: [CoreError] = [.io(path: "p", reason: "r"), .unplayable(path: "p", reason: "r"), .damaged("d"),
+                                    .noSpace(path: "p", home: "h", needed: 1, free: 0), .noSounds]
+        #expect(bad.allSatisfy { $0.category == .badInput })
+        #expect(failing.allSatisfy { $0.category == .failure })
+        #expect(CoreError.device(DeviceError(kind: .noDevice, device: "x", message: "m", alsaError: -2)).category == .device)
+        for e in bad + failing { #expect(!e.description.contains("\n")) }
     }
 }

@@ -91,6 +91,14 @@ def main():
         check(rc == 2, f"an unknown option exits 2, not ArgumentParser's 64 (exit {rc})")
         rc, out, err = c.run("timer", "5m", "--output", c.dir + "/x.wav", "--detach")
         check(one_line_error(rc, out, err) and not os.path.exists(c.dir + "/x.wav"), f"--output with --detach is refused ({err.strip()[:80]})")
+        rc, out, err = c.run("timer", "1m", "--device", "no-such-device-xyz", "--foreground")
+        check(rc == 3 and len(err.strip().splitlines()) == 1, f"a device that cannot open exits 3 in one line (exit {rc})")
+        os.makedirs(c.env["STILLMOMENT_HOME"], exist_ok=True)
+        with open(c.env["STILLMOMENT_HOME"] + "/settings.json", "w") as f:
+            f.write("{ not json")
+        rc, out, err = c.run("timer", "1m", "--device", "null", "--foreground")
+        check(rc == 1 and "settings" in err, f"a damaged settings file is a failure (exit 1), not bad input (exit {rc}: {err.strip()[:90]})")
+        os.unlink(c.env["STILLMOMENT_HOME"] + "/settings.json")
         rc, out, err = c.run("--help")
         check(rc == 0 and "Exit codes" in out and "24 h" in out, "--help lists the exit codes and value ranges")
     finally:

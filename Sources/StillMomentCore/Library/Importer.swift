@@ -48,6 +48,7 @@ public struct Importer: Sendable {
                            progress: (Double) -> Void = { _ in },
                            warn: (String) -> Void = { _ in }) throws(CoreError) -> Outcome {
         if let reason = store.readOnlyReason { throw CoreError.io(path: store.home, reason: "cannot import into the library: \(reason)") }
+        let shownPath = options.sourceName ?? path
         let source: AudioFile
         let container: AudioContainer
         do {
@@ -55,13 +56,13 @@ public struct Importer: Sendable {
             container = try AudioContainer.detect(source)
             _ = try Self.openDecoder(source, container)   // probe: the engine must be able to play it
         } catch {
-            throw CoreError.invalid(error.description)
+            throw CoreError.unplayable(path: "", reason: error.description.replacingOccurrences(of: path, with: shownPath))
         }
         let ext: String
         if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
         let free = store.freeBytes()
         if Int64(source.size) + reserveBytes > free {
-            throw CoreError.invalid("\(path): not enough space in \(store.home) (\(Self.megabytes(Int64(source.size))) needed, \(Self.megabytes(free)) free)")
+            throw CoreError.noSpace(path: shownPath, home: store.home, needed: Int64(source.size), free: free)
         }
         if free - Int64(source.size) < warnBelow {
             warn("less than 500 MB left in \(store.home) (\(Self.megabytes(free - Int64(source.size))) after this import)")
@@ -93,11 +94,11 @@ public struct Importer: Sendable {
             analysis = try AudioAnalysis.run(decoder, progress: progress)
         } catch {
             copy.discard()
-            throw CoreError.invalid(error.description.replacingOccurrences(of: copy.path, with: path))
+            throw CoreError.unplayable(path: "", reason: error.description.replacingOccurrences(of: copy.path, with: shownPath))
         }
         guard analysis.frames > 0 else {
             copy.discard()
-            throw CoreError.invalid("\(path): no decodable audio in the file")
+            throw CoreError.unplayable(path: shownPath, reason: "no decodable audio in the file")
         }
 
         let shown = options.sourceName ?? path
@@ -127,7 +128,8 @@ public struct Importer: Sendable {
         } catch {
             copy.discard()
             unlink(finalPath)
-            throw CoreError.invalid("\(path): \(error)")
+            if let error = error as? CoreError { throw error }
+            throw CoreError.io(path: shownPath, reason: "\(error)")
         }
         if let landedMeanwhile {
             copy.discard()
@@ -143,7 +145,7 @@ public struct Importer: Sendable {
             return nil
         }
         guard let m = try? Meditation(row: row), m.damage == nil else {
-            throw CoreError.invalid("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again")
+            throw CoreError.damaged("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again")
         }
         return m
     }
@@ -174,7 +176,7 @@ public struct Importer: Sendable {
     /// the import does and returns the hash; the copy is removed.
     public static func copyAndHash(_ path: String, into folder: String) throws(CoreError) -> String {
         let source: AudioFile
-        do { source = try AudioFile(path: path) } catch { throw CoreError.invalid(error.description) }
+        do { source = try AudioFile(path: path) } catch { throw CoreError.unplayable(path: "", reason: error.description) }
         let copy = try TempCopy(folder: folder, name: ".import-bench-\(getpid())", from: source)
         defer { copy.discard() }
         return copy.hash
@@ -185,7 +187,7 @@ public struct Importer: Sendable {
         do {
             return try AudioAnalysis.run(try StillMomentAudio.openDecoder(path: path))
         } catch {
-            throw CoreError.invalid(error.description)
+            throw CoreError.unplayable(path: "", reason: error.description)
         }
     }
 
@@ -194,9 +196,9 @@ public struct Importer: Sendable {
     public func importSound(_ path: String, kind: Sound.Kind, name: String, catalog: SoundCatalog) throws(CoreError) -> CustomSound {
         if let reason = store.readOnlyReason { throw CoreError.io(path: store.home, reason: "cannot import into the library: \(reason)") }
         let id = Self.slug(name)
-        guard !id.isEmpty else { throw CoreError.invalid("--name: give the sound a name") }
+        guard !id.isEmpty else { throw CoreError.badValue(option: "--name", reason: "give the sound a name") }
         if catalog.sounds.contains(where: { $0.id == id }) {
-            throw CoreError.invalid("a sound '\(id)' exists already; choose another --name")
+            throw CoreError.badValue(option: "--name", reason: "a sound '\(id)' exists already; choose another name")
         }
         let source: AudioFile
         let container: AudioContainer
@@ -206,12 +208,12 @@ public struct Importer: Sendable {
             let decoder = try Self.openDecoder(source, container)
             guard (decoder.totalFrames ?? 0) > 0 else { throw AudioError.noAudio(path: path) }
         } catch {
-            throw CoreError.invalid(error.description)
+            throw CoreError.unplayable(path: "", reason: error.description)
         }
         let ext: String
         if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
         if Int64(source.size) + reserveBytes > store.freeBytes() {
-            throw CoreError.invalid("\(path): not enough space in \(store.home)")
+            throw CoreError.noSpace(path: path, home: store.home, needed: Int64(source.size), free: store.freeBytes())
         }
         let fileID = UUID().uuidString.lowercased()
         let copy = try TempCopy(folder: store.soundsFolder, name: ".import-\(fileID).\(ext)", from: source)
@@ -230,7 +232,8 @@ public struct Importer: Sendable {
         } catch {
             copy.discard()
             unlink(finalPath)
-            throw CoreError.invalid("\(path): \(error)")
+            if let error = error as? CoreError { throw error }
+            throw CoreError.io(path: path, reason: "\(error)")
         }
         copy.release()
         return sound
@@ -349,7 +352,7 @@ final class TempCopy: @unchecked Sendable {
             do {
                 n = try source.read(at: offset, into: UnsafeMutableRawBufferPointer(start: buffer, count: chunk))
             } catch {
-                throw CoreError.invalid(error.description)
+                throw CoreError.unplayable(path: "", reason: error.description)
             }
             if n == 0 { break }
             if direct && n % 4096 != 0 {
@@ -377,7 +380,7 @@ final class TempCopy: @unchecked Sendable {
         }
         var st = stat()
         if offset != source.size || fstat(source.fd, &st) != 0 || UInt64(st.st_size) != offset {
-            throw CoreError.invalid("\(source.path): the file changed while it was being copied; try again when it is complete")
+            throw CoreError.unplayable(path: source.path, reason: "the file changed while it was being copied; try again when it is complete")
         }
         guard fsync(fd) == 0 else {
             let reason = errno == ENOSPC || errno == EFBIG ? "the disk is full" : String(cString: strerror(errno))

@@ -218,11 +218,11 @@ public final class LibraryStore: Sendable {
         if byName.count == 1 { return byName[0] }
         if byPrefix.count > 1 || byName.count > 1 {
             let names = (byPrefix.isEmpty ? byName : byPrefix).map { "\($0.id.prefix(8)) \($0.name)" }
-            throw CoreError.invalid("'\(key)' matches several meditations: \(names.joined(separator: ", ")); give more of the id")
+            throw CoreError.ambiguous(key: Display.clean(key), matches: names)
         }
         let damaged = (try? catalogRows().damaged.count) ?? 0
         let hint = damaged > 0 ? "; \(damaged) catalog entr\(damaged == 1 ? "y is" : "ies are") damaged (see `stillmoment library verify`)" : ""
-        throw CoreError.invalid("no meditation '\(Display.clean(key))' in the library (see `stillmoment list`)\(hint)")
+        throw CoreError.notFound(key: Display.clean(key), hint: hint)
     }
 
     /// The stored copy's path. Rows are checked when read, so `storedFile` is a name the
