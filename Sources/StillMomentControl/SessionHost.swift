@@ -25,25 +25,9 @@ extension ProtocolError {
     }
 }
 
-/// How a session ended.
-enum EndReason: Sendable, Equatable {
-    case completed, stopped, replaced
-    case preempted(by: AudioSource)
-    case failed(String)
-
-    var name: String {
-        switch self {
-        case .completed: return "completed"
-        case .stopped: return "stopped"
-        case .replaced: return "replaced"
-        case .preempted: return "preempted"
-        case .failed: return "failed"
-        }
-    }
-}
-
-/// One session running in the daemon. Sendable: the coordinator's conflict handler (which
-/// may run on whichever thread asks for the device) stops it and records why.
+/// One session running in the daemon, started and ended by its SessionRunner. Sendable:
+/// the coordinator's conflict handler (which may run on whichever thread asks for the
+/// device) stops it and records why.
 final class HostedSession: Sendable {
     enum Kind: Sendable {
         case timer(TimerSession)
@@ -52,12 +36,13 @@ final class HostedSession: Sendable {
     let id: Int
     let source: AudioSource
     let kind: Kind
-    private let reason = Mutex<EndReason?>(nil)
+    let runner: SessionRunner
 
-    init(id: Int, source: AudioSource, kind: Kind) {
+    init(id: Int, source: AudioSource, kind: Kind, runner: SessionRunner) {
         self.id = id
         self.source = source
         self.kind = kind
+        self.runner = runner
     }
 
     var engine: AudioEngine {
@@ -68,18 +53,10 @@ final class HostedSession: Sendable {
     }
 
     /// Records why the session is ending (the first reason wins).
-    func markEnding(_ why: EndReason) {
-        reason.withLock { if $0 == nil { $0 = why } }
-    }
-    var endReason: EndReason? { reason.withLock { $0 } }
+    func markEnding(_ why: EndReason) { runner.markEnding(why) }
 
     /// Stops at once with a short fade (the device is free afterwards).
-    func stopNow(fade: Double) {
-        switch kind {
-        case .timer(let t): t.stop(fade: fade)
-        case .guided(let g, _): g.stop(fade: fade)
-        }
-    }
+    func stopNow(fade: Double) { runner.session.stop(fade: fade) }
 }
 
 /// What the daemon plays: the coordinator, the store, the session now playing, and a
@@ -194,15 +171,16 @@ final class SessionHost {
         }
         let id = claim(.timer)
         let session: TimerSession
+        let runner: SessionRunner
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog,
                                        output: .device(DeviceConfiguration(name: configuration.device)))
-            try session.start()
+            runner = try SessionRunner(session)
         } catch {
             coordinator.release(.timer)
             throw ProtocolError(error)
         }
-        begin(HostedSession(id: id, source: .timer, kind: .timer(session)))
+        begin(HostedSession(id: id, source: .timer, kind: .timer(session), runner: runner))
         log.info("session \(id): timer of \(TimeText.clock(configuration.duration)) on \(configuration.device)")
         return started(id)
     }
@@ -231,6 +209,7 @@ final class SessionHost {
         let source: AudioSource = preview ? .preview : .guided
         let id = claim(source)
         let session: GuidedSession
+        let runner: SessionRunner
         do {
             let catalog = try SoundCatalog.withCustomSounds(store: store)
             let output = SessionOutput.device(DeviceConfiguration(name: device))
@@ -243,13 +222,13 @@ final class SessionHost {
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
                                             preparation: preparation, from: from)
             }
-            try session.start()
+            runner = try SessionRunner(session)
         } catch {
             coordinator.release(source)
             throw ProtocolError(error)
         }
         if !preview { suspended = nil }      // a new guided meditation replaces the one kept
-        begin(HostedSession(id: id, source: source, kind: .guided(session, device: device)))
+        begin(HostedSession(id: id, source: source, kind: .guided(session, device: device), runner: runner))
         log.info("session \(id): \(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
         return started(id)
     }
@@ -281,7 +260,7 @@ final class SessionHost {
         // Re-register with the handler that knows this session: another source's request
         // stops it (or pauses a guided meditation, which is kept to be resumed).
         coordinator.request(session.source) { [session] requester in
-            session.markEnding(.preempted(by: requester))
+            session.markEnding(.preempted(by: requester.rawValue))
             session.stopNow(fade: 0.5)
         }
         reap()
@@ -330,27 +309,24 @@ final class SessionHost {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
+    /// Ends a session that is over, through its runner (the one place sessions end:
+    /// the device released, a guided meditation's position saved).
     private func finish(_ s: HostedSession, engineState: AudioEngine.State) {
-        let errors = s.engine.errors
-        var reason = s.endReason ?? .completed
-        if engineState == .failed || !errors.isEmpty {
-            reason = .failed(errors.map(\.description).first ?? "the sound device failed")
-        }
+        var reason = s.runner.finish().endReason
+        if engineState == .failed, reason.name != "failed" { reason = .failed("the sound device failed") }
         var info: [String: JSON] = ["session": .number(Double(s.id)), "source": .string(s.source.rawValue),
                                     "reason": .string(reason.name)]
-        if case .preempted(let by) = reason { info["by"] = .string(by.rawValue) }
+        if case .preempted(let by) = reason { info["by"] = .string(by) }
         if case .failed(let message) = reason { info["message"] = .string(message) }
         if case .guided(let g, let device) = s.kind {
             let position = g.filePosition
             info["position"] = .number(Double(position))
             if s.source == .guided {
-                do { try g.savePosition() } catch { log.error("cannot save the position: \(error.description)") }
                 if case .preempted = reason, g.position < g.voiceEnd {
                     suspended = (g.meditation, position, device)
                 }
             }
         }
-        s.engine.stop()
         coordinator.release(s.source)
         active = nil
         let ended = JSON.object(["event": .string("ended"), "data": .object(info)])

@@ -110,7 +110,9 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     let interactive = Console.isTerminal && rendering == nil
     let view = TerminalView(interactive: interactive)
     defer { view.restore() }
-    do { try session.start() } catch { throw Console.fail(error) }
+    let runner: SessionRunner
+    do { runner = try SessionRunner(session, rendered: rendering != nil) } catch { throw Console.fail(error) }
+    defer { runner.finish() }
     let m = session.meditation
     let total = m.trimEnd ?? m.durationMilliseconds
     if !interactive && rendering == nil { Console.out("playing \(describe(m))") }
@@ -146,10 +148,13 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         if stopped { break }
     }
     if interactive { view.finishLine(bar()) }
-    if stopped { session.stop(fade: rendering == nil ? 1.0 : 0) }
+    if stopped {
+        runner.markEnding(.stopped)
+        session.stop(fade: rendering == nil ? 1.0 : 0)
+    }
     let errors = session.engine.errors
-    if savePosition { try? session.savePosition() }
-    session.engine.stop()
+    // Ends through the runner: the position is saved there (not for a render or a preview).
+    runner.finish()
     if !errors.isEmpty {
         for e in errors { Console.err("error: \(e.description)") }
         throw ExitCode(Exit.failure)

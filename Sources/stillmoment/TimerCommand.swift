@@ -136,13 +136,16 @@ struct TimerRunner {
         let interactive = Console.isTerminal && renderingTo == nil
         let view = TerminalView(interactive: interactive)
         defer { view.restore() }
+        let runner: SessionRunner
         do {
-            try session.start()
+            runner = try SessionRunner(session, rendered: renderingTo != nil)
         } catch {
             view.restore()
             Console.err("error: \(error.description)")
             return .failed
         }
+        // However it ends, it ends through the runner (the device released, the record made).
+        defer { runner.finish() }
         if let path = renderingTo, announce {
             Console.out(text("rendering", path))
         }
@@ -154,6 +157,7 @@ struct TimerRunner {
             if let sig = signals.received {
                 _ = sig
                 if interactive { view.finishLine(line(stopping: true)) }
+                runner.markEnding(.stopped)
                 session.stop(fade: renderingTo == nil ? 1.0 : 0.0)
                 if !interactive && renderingTo == nil { Console.out(TimerState.stopped.name(language)) }
                 return .stopped
@@ -172,6 +176,7 @@ struct TimerRunner {
                 if session.isPaused { session.resume() } else { session.pause() }
             case .quit:
                 view.finishLine(line(stopping: true))
+                runner.markEnding(.stopped)
                 session.stop(fade: 1.0)
                 return .stopped
             default:
@@ -180,7 +185,7 @@ struct TimerRunner {
         }
         let errors = session.engine.errors
         let final = session.engine.state
-        session.engine.stop()
+        runner.finish()
         if !errors.isEmpty || final == .failed {
             if interactive { view.finishLine(line(stopping: false)) }
             for e in errors { Console.err("error: \(e.description)") }

@@ -20,7 +20,7 @@ public enum SessionOutput: Sendable {
 }
 
 /// A timer session on the engine: the plan put on the score, and its controls.
-public final class TimerSession: Sendable {
+public final class TimerSession: Session {
     public let plan: TimerPlan
     public let configuration: TimerConfiguration
     public let engine: AudioEngine
@@ -106,12 +106,22 @@ public final class TimerSession: Sendable {
     public func pause() { engine.pause() }
     public func resume() { engine.resume() }
 
-    /// Fades everything out over `seconds` from what is heard now, then stops.
-    public func stop(fade seconds: Double = 1.0) {
-        engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate)))
-        engine.waitUntilDone(timeout: seconds + 5)
-        engine.stop()
-    }
+    // MARK: Session
+
+    public var kind: SessionKind { .timer }
+    public var summary: String { "timer of \(TimeText.compact(configuration.duration))" }
+    @discardableResult public func seek(by ms: Int64) -> Bool { false }
+    /// Fades everything out over `seconds` from what is heard now, then ends.
+    public func fadeOut(seconds: Double) { engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate))) }
+    public var isOver: Bool { [.finished, .stopped, .failed].contains(engine.state) }
+    public var playedToEnd: Bool { engine.state == .finished && position >= plan.total }
+    public var errors: [AudioError] { engine.errors }
+    public var plannedMilliseconds: Int64 { configuration.duration }
+    /// Meditation time heard: from the start gong, pauses excluded, up to zero.
+    public var heardMilliseconds: Int64 { plan.elapsed(at: position) }
+    public func waitUntilOver(timeout seconds: Double) { _ = engine.waitUntilDone(timeout: seconds) }
+    public func close() { engine.stop() }
+    public func ended(_ record: SessionRecord) {}
 
     /// Waits until the session completes or is stopped.
     public func wait() -> TimerState {

@@ -5,7 +5,7 @@ import StillMomentAudio
 /// A guided meditation on the engine: optional preparation, the start gong if set for
 /// this meditation and then 2.0 s of silence, the voice within its trim range at its
 /// loudness gain, and the end gong if set. Reads only the store's copy.
-public final class GuidedSession: Sendable {
+public final class GuidedSession: Session {
     public let meditation: Meditation
     public let engine: AudioEngine
     public let store: LibraryStore
@@ -16,6 +16,9 @@ public final class GuidedSession: Sendable {
     public let fileStart: Int64
     public let total: Int64
     public static let pauseAfterGong: Int64 = 2_000
+    public let kind: SessionKind
+    /// Where the preparation ends (the first frame that counts as heard).
+    let preparationEnd: Int64
 
     public init(meditation m: Meditation, store: LibraryStore, catalog: SoundCatalog, output: SessionOutput,
                 preparation: Int64 = 0, from: Int64 = 0, window: Int64? = nil, sampleRate: Int = 44100) throws(CoreError) {
@@ -34,6 +37,8 @@ public final class GuidedSession: Sendable {
         let begin = min(max(trimStart, trimStart + from), trimEnd)
         fileStart = begin
         var t = frames(preparation)
+        preparationEnd = t
+        kind = window == nil ? .guided : .preview
         var id = 0
         func gong(_ gongID: String?) throws(CoreError) -> (String, Int64)? {
             guard let gongID else { return nil }
@@ -91,10 +96,12 @@ public final class GuidedSession: Sendable {
     public func resume() { engine.resume() }
 
     /// Seeks by `ms` within the voice.
-    public func seek(by ms: Int64) {
+    @discardableResult
+    public func seek(by ms: Int64) -> Bool {
         let limit = Int64(Int32.max)          // ms: 24 days, past any meditation
         let target = position + max(-limit, min(ms, limit)) * Int64(engine.sampleRate) / 1000
         engine.seek(to: max(voiceStart, min(target, voiceEnd)))
+        return true
     }
 
     /// Seeks to a position in the meditation's file (ms).
@@ -115,9 +122,23 @@ public final class GuidedSession: Sendable {
         try store.savePosition(id: meditation.id, ms: done ? nil : filePosition)
     }
 
-    public func stop(fade seconds: Double = 1.0) {
-        engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate)))
-        engine.waitUntilDone(timeout: seconds + 5)
-        engine.stop()
+    // MARK: Session
+
+    public var summary: String { meditation.name }
+    public func fadeOut(seconds: Double) { engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate))) }
+    public var isOver: Bool { [.finished, .stopped, .failed].contains(engine.state) }
+    public var playedToEnd: Bool { engine.state == .finished && position >= total }
+    public var errors: [AudioError] { engine.errors }
+    public var plannedMilliseconds: Int64 { (total - preparationEnd) * 1000 / Int64(engine.sampleRate) }
+    public var heardMilliseconds: Int64 {
+        max(0, min(position, total) - preparationEnd) * 1000 / Int64(engine.sampleRate)
+    }
+    public func waitUntilOver(timeout seconds: Double) { _ = engine.waitUntilDone(timeout: seconds) }
+    public func close() { engine.stop() }
+
+    /// A guided meditation (not its preview) keeps its place for `play --resume`.
+    public func ended(_ record: SessionRecord) {
+        guard kind == .guided, !record.rendered else { return }
+        try? savePosition()
     }
 }

@@ -1,0 +1,89 @@
+/// The one place a session starts and ends, whoever started it (a shell in the
+/// foreground, the daemon, later a schedule or the web app) and wherever it plays (a
+/// device or a file). What must happen at the end (the position saved, a practice-log
+/// entry) happens here, once, through `onEnd`.
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// What a session was, when it has ended: what later issues keep as the practice log.
+public struct SessionRecord: Codable, Sendable, Equatable {
+    public var kind: SessionKind
+    /// What was asked (a timer's length and options, a meditation's name).
+    public var summary: String
+    /// When it started (wall clock) and the offset from UTC there, in seconds.
+    public var start: Date
+    public var utcOffset: Int
+    public var plannedMilliseconds: Int64
+    public var heardMilliseconds: Int64
+    public var endReason: EndReason
+    /// Rendered to a file: not practice (nothing was heard).
+    public var rendered: Bool
+}
+
+public final class SessionRunner: Sendable {
+    public let session: any Session
+    public let rendered: Bool
+    private let startedAt: Date
+    private let state = Mutex<(ending: EndReason?, record: SessionRecord?)>((nil, nil))
+    private let onEnd: @Sendable (SessionRecord) -> Void
+
+    /// Starts `session`; `onEnd` runs once, on the thread that ends it.
+    public init(_ session: any Session, rendered: Bool = false,
+                onEnd: @escaping @Sendable (SessionRecord) -> Void = { _ in }) throws(CoreError) {
+        self.session = session
+        self.rendered = rendered
+        self.onEnd = onEnd
+        startedAt = Date()
+        try session.start()
+    }
+
+    /// Records why the session is ending, before it is over (the first reason wins:
+    /// a stop that a preemption follows is a stop).
+    public func markEnding(_ reason: EndReason) {
+        state.withLock { if $0.ending == nil { $0.ending = reason } }
+    }
+
+    public var endingReason: EndReason? { state.withLock { $0.ending } }
+
+    /// Fades out and ends, without waiting for the fade.
+    public func stop(fade seconds: Double, reason: EndReason = .stopped) {
+        markEnding(reason)
+        session.fadeOut(seconds: seconds)
+    }
+
+    public var isOver: Bool { session.isOver }
+
+    /// Ends the session (it must be over, or is closed as it is): the device is
+    /// released, the record made and `onEnd` called. Called again, it returns the same
+    /// record and does nothing else.
+    @discardableResult
+    public func finish() -> SessionRecord {
+        if let done = state.withLock({ $0.record }) { return done }
+        let errors = session.errors
+        var reason = state.withLock { $0.ending } ?? (session.playedToEnd ? .completed : .stopped)
+        if let first = errors.first { reason = .failed(first.description) }
+        session.close()
+        let offset = Self.utcOffset(at: startedAt)
+        let record = SessionRecord(kind: session.kind, summary: session.summary, start: startedAt, utcOffset: offset,
+                                   plannedMilliseconds: session.plannedMilliseconds,
+                                   heardMilliseconds: session.heardMilliseconds, endReason: reason, rendered: rendered)
+        let first = state.withLock { s -> Bool in
+            if s.record != nil { return false }
+            s.record = record
+            return true
+        }
+        guard first else { return state.withLock { $0.record } ?? record }
+        session.ended(record)
+        onEnd(record)
+        return record
+    }
+
+    /// The local time zone's offset from UTC at `date`, in seconds.
+    static func utcOffset(at date: Date) -> Int {
+        var t = time_t(date.timeIntervalSince1970)
+        var local = tm()
+        guard localtime_r(&t, &local) != nil else { return 0 }
+        return Int(local.tm_gmtoff)
+    }
+}
