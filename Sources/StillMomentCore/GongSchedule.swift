@@ -68,6 +68,30 @@ public enum GongSchedule {
         return times.sorted()
     }
 
+    /// Bells at typed times (a parsed `--bells`): the same rules as the text form.
+    public static func bellTimes(_ bells: [BellTime], duration: Int64) throws(BellError) -> [Int64] {
+        guard !bells.isEmpty else { throw BellError(message: "--bells: no times given") }
+        guard bells.count <= maxBells else { throw BellError(message: "--bells: more than \(maxBells) times") }
+        var times: [Int64] = []
+        var seen = Set<Int64>()
+        for b in bells {
+            let shown = (b.fromEnd ? "-" : "") + TimeText.compact(b.milliseconds)
+            guard b.milliseconds >= 0, b.milliseconds <= TimeText.maximum else {
+                throw BellError(message: "--bells: \(shown) is outside the \(TimeText.compact(duration)) meditation")
+            }
+            let t = b.fromEnd ? duration - b.milliseconds : b.milliseconds
+            if t <= 0 || t >= duration {
+                throw BellError(message: "--bells: \(shown) is outside the \(TimeText.compact(duration)) meditation")
+            }
+            if t > duration - quietTail {
+                throw BellError(message: "--bells: \(shown) falls in the last 5 s, where the end gong sounds")
+            }
+            guard seen.insert(t).inserted else { throw BellError(message: "--bells: \(shown) is given twice") }
+            times.append(t)
+        }
+        return times.sorted()
+    }
+
     /// Offsets of the strikes of a gong struck `strikes` times.
     public static func strikeOffsets(strikes: Int) -> [Int64] {
         (0..<max(1, strikes)).map { Int64($0) * strikeSpacing }

@@ -1,0 +1,217 @@
+/// What a timer is asked to be, as types: every option a typed field. The CLI's flags,
+/// the settings file and the control socket all turn their text into this through one
+/// parser per kind of value (`TimerOption.parse`); an unknown key is an error that names
+/// it. `TimerConfiguration(request:catalog:)` then checks it against the sounds.
+
+/// The timer's options, named as on the command line and in `settings.json`.
+public enum TimerOption: String, CaseIterable, Sendable, Codable {
+    case duration, preparation, gong
+    case gongVolume = "gong-volume"
+    case strikes, interval
+    case intervalLength = "interval-length"
+    case intervalMode = "interval-mode"
+    case intervalGong = "interval-gong"
+    case intervalVolume = "interval-volume"
+    case bells, ambience
+    case ambienceVolume = "ambience-volume"
+    case device
+
+    /// The kinds of value, each with one parser.
+    public enum Kind: Sendable { case time, optionalTime, volume, soundID, count, mode, interval, bells, device }
+
+    public var kind: Kind {
+        switch self {
+        case .duration, .intervalLength: return .time
+        case .preparation: return .optionalTime
+        case .gongVolume, .intervalVolume, .ambienceVolume: return .volume
+        case .gong, .intervalGong, .ambience: return .soundID
+        case .strikes: return .count
+        case .intervalMode: return .mode
+        case .interval: return .interval
+        case .bells: return .bells
+        case .device: return .device
+        }
+    }
+
+    /// Options that are kept as settings (`bells` is for one sit only).
+    public var isSetting: Bool { self != .bells }
+
+    public var flag: String { "--" + rawValue }
+
+    /// Finds the option for a key, or says which keys there are.
+    public static func named(_ key: String) throws(CoreError) -> TimerOption {
+        guard let option = TimerOption(rawValue: key) else {
+            throw CoreError.badValue(option: "", reason: Language.current == .de
+                ? "unbekannte Option '\(Display.clean(String(key.prefix(40))))'; es gibt: \(allCases.map(\.rawValue).joined(separator: ", "))"
+                : "unknown option '\(Display.clean(String(key.prefix(40))))'; the options are: \(allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return option
+    }
+}
+
+/// Interval gongs: off, on (at the stored length), or every given time.
+public enum IntervalSetting: Sendable, Equatable, Codable {
+    case off, on
+    case every(Int64)
+}
+
+/// A bell of `--bells`: a time from the start, or before the end.
+public struct BellTime: Sendable, Equatable, Codable {
+    public var fromEnd: Bool
+    public var milliseconds: Int64
+    public init(fromEnd: Bool, milliseconds: Int64) {
+        self.fromEnd = fromEnd
+        self.milliseconds = milliseconds
+    }
+}
+
+public struct TimerRequest: Sendable, Equatable, Codable {
+    public var duration: Int64?
+    /// 0 = no preparation.
+    public var preparation: Int64?
+    public var gong: String?
+    public var gongVolume: Double?
+    public var strikes: Int?
+    public var interval: IntervalSetting?
+    public var intervalLength: Int64?
+    public var intervalMode: IntervalMode?
+    public var intervalGong: String?
+    public var intervalVolume: Double?
+    public var bells: [BellTime]?
+    public var ambience: String?
+    public var ambienceVolume: Double?
+    public var device: String?
+
+    public init() {}
+
+    /// Parses text keyed by option names (flags, settings, the socket's text form).
+    public init(text: [String: String]) throws(CoreError) {
+        for (key, value) in text.sorted(by: { $0.key < $1.key }) {
+            try set(try TimerOption.named(key), text: value)
+        }
+    }
+
+    /// Sets one option from its text, through the parser of its kind.
+    public mutating func set(_ option: TimerOption, text: String) throws(CoreError) {
+        let parsed = try TimerValue.parse(text, as: option)
+        switch (option, parsed) {
+        case (.duration, .time(let v)): duration = v
+        case (.intervalLength, .time(let v)): intervalLength = v
+        case (.preparation, .time(let v)): preparation = v
+        case (.gongVolume, .volume(let v)): gongVolume = v
+        case (.intervalVolume, .volume(let v)): intervalVolume = v
+        case (.ambienceVolume, .volume(let v)): ambienceVolume = v
+        case (.gong, .text(let v)): gong = v
+        case (.intervalGong, .text(let v)): intervalGong = v
+        case (.ambience, .text(let v)): ambience = v
+        case (.device, .text(let v)): device = v
+        case (.strikes, .count(let v)): strikes = v
+        case (.intervalMode, .mode(let v)): intervalMode = v
+        case (.interval, .interval(let v)): interval = v
+        case (.bells, .bells(let v)): bells = v
+        default: throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a value of this option")
+        }
+    }
+
+    /// This request with every option `other` sets taken from `other`.
+    public func overlaid(by other: TimerRequest) -> TimerRequest {
+        var r = self
+        r.duration = other.duration ?? duration
+        r.preparation = other.preparation ?? preparation
+        r.gong = other.gong ?? gong
+        r.gongVolume = other.gongVolume ?? gongVolume
+        r.strikes = other.strikes ?? strikes
+        r.interval = other.interval ?? interval
+        r.intervalLength = other.intervalLength ?? intervalLength
+        r.intervalMode = other.intervalMode ?? intervalMode
+        r.intervalGong = other.intervalGong ?? intervalGong
+        r.intervalVolume = other.intervalVolume ?? intervalVolume
+        r.bells = other.bells ?? bells
+        r.ambience = other.ambience ?? ambience
+        r.ambienceVolume = other.ambienceVolume ?? ambienceVolume
+        r.device = other.device ?? device
+        return r
+    }
+
+    /// The app's defaults (Settings.defaults, parsed).
+    public static var defaults: TimerRequest {
+        var r = TimerRequest()
+        for (key, value) in Settings.defaults {
+            if let option = TimerOption(rawValue: key) { try? r.set(option, text: value) }
+        }
+        return r
+    }
+}
+
+/// One parsed value, by kind.
+public enum TimerValue: Sendable, Equatable {
+    case time(Int64), volume(Double), text(String), count(Int), mode(IntervalMode), interval(IntervalSetting), bells([BellTime])
+
+    static let offWords: Set<String> = ["off", "none", "no", "0"]
+
+    /// The one parser per kind of value, used by the CLI, the settings file and the socket.
+    public static func parse(_ raw: String, as option: TimerOption) throws(CoreError) -> TimerValue {
+        let text = raw.trimmingWhitespace()
+        func time(_ t: String) throws(CoreError) -> Int64 {
+            do { return try TimeText.parse(t) } catch { throw CoreError.badValue(option: option.flag, reason: error.description) }
+        }
+        switch option.kind {
+        case .time:
+            return .time(try time(text))
+        case .optionalTime:
+            return .time(offWords.contains(text.lowercased()) ? 0 : try time(text))
+        case .volume:
+            guard let v = TimeText.decimal(Substring(text)), v >= 0, v <= 1 else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a volume from 0 to 1 (for example 0.5)")
+            }
+            return .volume(v)
+        case .soundID:
+            guard !text.isEmpty, text.count <= 100, !text.unicodeScalars.contains(where: Display.isControl) else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a sound id (see `stillmoment sounds`)")
+            }
+            return .text(text)
+        case .device:
+            guard !text.isEmpty else {
+                throw CoreError.badValue(option: option.flag, reason: "the device name is empty (try `aplay -L`)")
+            }
+            guard text.utf8.count <= 256, !text.unicodeScalars.contains(where: Display.isControl) else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a device name (try `aplay -L`)")
+            }
+            return .text(text)
+        case .count:
+            guard text.count <= 2, let n = Int(text), (1...9).contains(n) else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a number from 1 to 9")
+            }
+            return .count(n)
+        case .mode:
+            guard let mode = IntervalMode(rawValue: text.lowercased()) else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not one of repeating, after-start, before-end")
+            }
+            return .mode(mode)
+        case .interval:
+            let lower = text.lowercased()
+            if offWords.contains(lower) { return .interval(.off) }
+            if lower == "on" || lower == "yes" { return .interval(.on) }
+            return .interval(.every(try time(text)))
+        case .bells:
+            guard text.utf8.count <= 200_000 else {
+                throw CoreError.badValue(option: option.flag, reason: "more than \(GongSchedule.maxBells) times")
+            }
+            var list: [BellTime] = []
+            for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+                let word = String(item).trimmingWhitespace()
+                guard !word.isEmpty else { throw CoreError.badValue(option: option.flag, reason: "an empty time in '\(text)'") }
+                guard list.count < GongSchedule.maxBells else {
+                    throw CoreError.badValue(option: option.flag, reason: "more than \(GongSchedule.maxBells) times")
+                }
+                let parsed: (fromEnd: Bool, ms: Int64)
+                do { parsed = try TimeText.parseSigned(word) } catch {
+                    throw CoreError.badValue(option: option.flag, reason: error.description)
+                }
+                list.append(BellTime(fromEnd: parsed.fromEnd, milliseconds: parsed.ms))
+            }
+            guard !list.isEmpty else { throw CoreError.badValue(option: option.flag, reason: "no times given") }
+            return .bells(list)
+        }
+    }
+}
