@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# fuzz/run.sh [SECONDS] — build the libFuzzer harnesses with swiftc (no package build) and
-# run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
-# Crash/timeout/OOM inputs go to fuzz/crashes/<target>/; exits non-zero if any target fails.
+# fuzz/run.sh [SECONDS] [TARGET...] — build the libFuzzer harnesses with swiftc (no package
+# build) and run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
+# Targets: mp4 aac mpeg control time (default: all). Crash/timeout/OOM inputs go to
+# fuzz/crashes/<target>/; exits non-zero if any target fails to build, crashes, hangs or
+# runs out of memory. `bash fuzz/run.sh 30` is the CI-sized run.
 set -u -o pipefail
 
+all_targets=(mp4 aac mpeg control time)
+usage="usage: fuzz/run.sh [SECONDS] [TARGET...]  (SECONDS a positive integer; targets: ${all_targets[*]})"
 duration=${1:-60}
-case $duration in ''|*[!0-9]*|0) echo "usage: fuzz/run.sh [SECONDS]  (a positive integer)" >&2; exit 2 ;; esac
+case $duration in ''|*[!0-9]*|0) echo "$usage" >&2; exit 2 ;; esac
+[ $# -gt 0 ] && shift
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
+for target in "${targets[@]}"; do
+    case " ${all_targets[*]} " in *" $target "*) ;; *) echo "fuzz: unknown target '$target'; $usage" >&2; exit 2 ;; esac
+done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -42,10 +52,35 @@ build() {  # build TARGET SOURCES...
     fi
 }
 
-build mp4  "$src/MP4Demuxer.swift" fuzz/mp4/main.swift
-build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/Protocol.swift fuzz/control/main.swift
-build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
-           fuzz/mpeg/main.swift
+# A Core file by name, wherever it sits under Sources/StillMomentCore (the tree is being
+# reorganised into Domain/, Sessions/, Library/).
+core() { find Sources/StillMomentCore -name "$1" -print -quit; }
+
+# The C libraries through the package's own module maps (Sources/C*/module.modulemap).
+clibs=(-I Sources/CFaad -I Sources/CMpg123 -lfaad -lmpg123)
+
+build_target() {
+    case $1 in
+    mp4) build mp4 "$src/MP4Demuxer.swift" fuzz/mp4/main.swift ;;
+    aac) build aac "${clibs[@]}" "$src/AACDecoder.swift" "$src/MP4Demuxer.swift" "$src/AudioFile.swift" \
+             "$src/AudioError.swift" "$src/Buffers.swift" "$src/Decoder.swift" "$src/MP3Decoder.swift" \
+             "$src/MPEGAudio.swift" fuzz/aac/main.swift ;;
+    mpeg) build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
+              fuzz/mpeg/main.swift ;;
+    control) build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/Protocol.swift \
+                 fuzz/control/main.swift ;;
+    time)
+        # TimeText.swift and the Core files its messages use, if they exist.
+        local files=() name path
+        for name in TimeText.swift Display.swift Language.swift; do
+            path=$(core "$name")
+            [ -n "$path" ] && files+=("$path")
+        done
+        build time "${files[@]}" fuzz/time/main.swift ;;
+    esac
+}
+
+for target in "${targets[@]}"; do build_target "$target"; done
 
 # Let libFuzzer/ASan handle a Swift trap (writing the input) instead of the Swift runtime's
 # backtracer, which would be spawned as an extra process.
@@ -54,7 +89,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:symbolize=1}
 
 work=$(mktemp -d "$root/$out/run.XXXXXX")
 failed=0
-for target in mp4 mpeg control; do
+for target in "${targets[@]}"; do
     corpus="$work/corpus-$target"
     cp -R "fuzz/corpus/$target" "$corpus"      # a copy: the committed seeds stay as they are
     crashes="fuzz/crashes/$target"

@@ -1,6 +1,28 @@
+// AACDecoder.swift — AAC in MP4/M4A: the demuxer's access units decoded by libfaad2, trimmed.
 import CFaad
 
 extension AudioFile: MP4ByteReader {}
+
+/// An `AudioFile` as the demuxer's byte source. A read error keeps only AudioError's reason,
+/// so that the error the user sees names the path once.
+struct MP4FileReader: MP4ByteReader {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    let file: AudioFile
+    var size: UInt64 { file.size }
+
+    func read(at offset: UInt64, count: Int) throws -> [UInt8] {
+        do {
+            return try file.read(at: offset, count: count)
+        } catch .unreadable(_, let reason) {
+            throw Failure(description: reason)
+        } catch {
+            throw Failure(description: error.description)
+        }
+    }
+}
 
 extension AudioError {
     init(_ error: MP4Error, path: String) {
@@ -10,6 +32,7 @@ extension AudioError {
         case .corrupt(let what): self = .corrupt(path: path, detail: what)
         case .noAudioTrack: self = .noAudio(path: path)
         case .unsupportedCodec(let codec): self = .unsupportedCodec(path: path, codec: codec)
+        case .unreadable(let reason): self = .unreadable(path: path, reason: reason)
         }
     }
 }
@@ -18,7 +41,9 @@ extension AudioError {
 ///
 /// Trimming: encoder priming and padding come from the edit list (`elst`), else from
 /// the iTunes `iTunSMPB` tag. With neither, nothing is trimmed (every decoded frame is
-/// kept, as FFmpeg does).
+/// kept, as FFmpeg does). A trim that skips more than the track holds is refused; one that
+/// keeps more than it holds ends with the track. All frame arithmetic on the file's values
+/// is checked (128-bit products), so no header can make it trap.
 public final class AACDecoder: AudioDecoder {
     public let format: AudioFormat
     public let totalFrames: Int64?
@@ -44,15 +69,15 @@ public final class AACDecoder: AudioDecoder {
         self.file = file
         let mp4: MP4File
         do {
-            mp4 = try MP4File(reader: file)
+            mp4 = try MP4File(reader: MP4FileReader(file: file))
         } catch {
             throw AudioError(error, path: file.path)
         }
         track = mp4.track
         tags = mp4.tags
         guard track.sampleCount > 0 else { throw AudioError.noAudio(path: file.path) }
-        packet = [UInt8](repeating: 0, count: Int(max(track.maxSampleSize, 1)))
-        let first = track.sample(at: 0)
+        packet = [UInt8](repeating: 0, count: Int(max(track.maxSampleSize, 1)))  // ≤ MP4File.maxSampleSize
+        let first = try Self.table(file.path) { () throws(MP4Error) in try mp4.track.sample(at: 0) }
         let firstBytes = try file.read(at: first.offset, count: Int(first.size))
         guard firstBytes.count == Int(first.size) else {
             throw AudioError.truncated(path: file.path, detail: "the first AAC frame is cut short")
@@ -72,26 +97,55 @@ public final class AACDecoder: AudioDecoder {
             let why = info.error != 0 ? String(cString: NeAACDecGetErrorMessage(info.error)) : "no samples"
             throw AudioError.corrupt(path: file.path, detail: "AAC decoding failed: \(why)")
         }
+        guard info.samplerate > 0, info.samplerate <= 768_000 else {
+            throw AudioError.corrupt(path: file.path, detail: "libfaad2 decodes it at \(info.samplerate) Hz")
+        }
         outputRate = Int64(info.samplerate)
         sourceChannels = Int(info.channels)
         let announced = Int64(max(1, track.sampleRate))
         rateFactor = max(1, (outputRate + announced / 2) / announced)
         let stereo = info.ps != 0 || track.objectType == 29 || track.channels >= 2
         format = AudioFormat(sampleRate: Int(outputRate), channels: stereo ? 2 : 1)
-        let untrimmed = Int64(track.totalDuration) * outputRate / Int64(max(1, track.timescale))
-        trimStart = min(track.priming * rateFactor, untrimmed)
+        // The demuxer guarantees timescale > 0; the products are 128-bit, so a huge
+        // timescale or duration is refused here instead of trapping.
+        guard let frames = mp4Scale(track.totalDuration, UInt64(outputRate), UInt64(max(1, track.timescale))),
+              let untrimmed = Int64(exactly: frames) else {
+            throw AudioError.corrupt(
+                path: file.path, detail: "the track's length (\(track.totalDuration) at a timescale of \(track.timescale)) is out of range")
+        }
+        let (priming, primingOverflow) = max(0, track.priming).multipliedReportingOverflow(by: rateFactor)
+        guard !primingOverflow, priming <= untrimmed else {
+            let source = track.trimSource == .editList ? "the edit list" : "iTunSMPB"
+            throw AudioError.corrupt(
+                path: file.path,
+                detail: "\(source) says to skip \(track.priming) frames, more than the \(untrimmed / rateFactor) the track holds")
+        }
+        trimStart = priming
         if let valid = track.validDuration {
-            trimEnd = min(untrimmed, trimStart + valid * rateFactor)
+            // More than the track holds (a damaged iTunSMPB length) ends with the track.
+            let (kept, keptOverflow) = max(0, valid).multipliedReportingOverflow(by: rateFactor)
+            let (end, endOverflow) = trimStart.addingReportingOverflow(kept)
+            trimEnd = keptOverflow || endOverflow ? untrimmed : min(untrimmed, end)
         } else {
             trimEnd = untrimmed
         }
         totalFrames = max(0, trimEnd - trimStart)
-        pending = [Float](repeating: 0, count: Int(info.samples) * 2 + 4096)
+        pending = [Float](repeating: 0, count: Int(clamping: info.samples) * 2 + 4096)
         try restart(at: 0, position: trimStart)
     }
 
     deinit {
         if let handle { NeAACDecClose(handle) }
+    }
+
+    /// Runs a sample-table lookup, whose only failure is an I/O error or a file changed
+    /// underneath, as an AudioError.
+    private static func table<T>(_ path: String, _ body: () throws(MP4Error) -> T) throws(AudioError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw AudioError(error, path: path)
+        }
     }
 
     private static func openHandle(track: MP4AudioTrack, path: String) throws(AudioError) -> NeAACDecHandle {
@@ -124,19 +178,24 @@ public final class AACDecoder: AudioDecoder {
         handle = nil
         handle = try Self.openHandle(track: track, path: file.path)
         nextSample = sample
-        pendingFrame = outputFrames(track.decodeTime(ofSample: sample))
+        let track = self.track
+        let time = try Self.table(file.path) { () throws(MP4Error) in try track.decodeTime(ofSample: sample) }
+        pendingFrame = outputFrames(time)
         pendingCount = 0
         self.position = position
     }
 
+    /// Media time (≤ the track's duration) in output frames: ≤ the untrimmed length, which
+    /// was checked to fit.
     private func outputFrames(_ mediaTime: UInt64) -> Int64 {
-        Int64(mediaTime) * outputRate / Int64(max(1, track.timescale))
+        mp4Scale(mediaTime, UInt64(outputRate), UInt64(max(1, track.timescale))).flatMap { Int64(exactly: $0) } ?? Int64.max
     }
 
     /// Decodes the next access unit into `pending`. False at the end.
     private func decodeNext() throws(AudioError) -> Bool {
         guard nextSample < track.sampleCount else { return false }
-        let (offset, size) = track.sample(at: nextSample)
+        let (track, index) = (self.track, nextSample)
+        let (offset, size) = try Self.table(file.path) { () throws(MP4Error) in try track.sample(at: index) }
         let n = Int(size)
         if packet.count < n { packet = [UInt8](repeating: 0, count: n) }
         let got = try packet.withStorage { (buf) throws(AudioError) -> Int in
@@ -210,8 +269,11 @@ public final class AACDecoder: AudioDecoder {
 
     public func seek(toFrame frame: Int64) throws(AudioError) {
         let target = trimStart + max(0, min(frame, trimEnd - trimStart))
-        let mediaTime = UInt64(target) * UInt64(max(1, track.timescale)) / UInt64(max(1, outputRate))
-        let sample = min(track.sampleIndex(atTime: mediaTime), track.sampleCount)
+        let track = self.track
+        let mediaTime = mp4Scale(UInt64(max(0, target)), UInt64(max(1, track.timescale)), UInt64(max(1, outputRate)))
+            ?? track.totalDuration
+        let found = try Self.table(file.path) { () throws(MP4Error) in try track.sampleIndex(atTime: mediaTime) }
+        let sample = min(found, track.sampleCount)
         // One access unit of pre-roll: the MDCT overlap needs the previous frame.
         try restart(at: max(0, sample - 1), position: target)
     }

@@ -1,3 +1,4 @@
+// MP3Decoder.swift — MPEG audio through libmpg123: gapless, one output format for the whole file.
 import CMpg123
 import Glibc
 import Synchronization
@@ -9,6 +10,14 @@ private let mpg123Initialised: Bool = {
 
 /// MPEG audio (MPEG 1, 2, 2.5; layers 1-3) through libmpg123, with gapless decoding on:
 /// the encoder delay and padding from a LAME/Xing tag are removed.
+///
+/// The output format is the first frame's rate and channel count, for the whole file. When
+/// the stream changes format midway (two files joined, say 44.1-kHz stereo then 22.05-kHz
+/// mono), libmpg123 converts the rest to that format (its resampler and channel mapping) and
+/// says so with MPG123_NEW_FORMAT; a change it cannot convert is an error, never silence. A
+/// file whose stream changes format or continues past its Xing/Info length is decoded once
+/// when opened to learn its exact length, since neither the tag nor libmpg123's frame count
+/// gives it then.
 public final class MP3Decoder: AudioDecoder {
     public let format: AudioFormat
     public private(set) var totalFrames: Int64?
@@ -59,6 +68,47 @@ public final class MP3Decoder: AudioDecoder {
         if probe.declaredFrames == nil { mpg123_scan(h) }
         let length = mpg123_length(h)
         totalFrames = length >= 0 ? Int64(length) : nil
+        // Joined streams: the Xing length covers only the first, and libmpg123's count assumes
+        // one frame size. Count what it really decodes (converted to `format`).
+        let joined = try MPEGScan.continuesAfterXingLength(file, probe: probe)
+        if joined || probe.declaredFrames == nil, let change = try MPEGScan.firstFormatChange(file, probe: probe) {
+            changeNote = "it changes from \(Self.describe(change.from)) to \(Self.describe(change.to)) at \(Self.clock(change.seconds))"
+        }
+        if joined || changeNote != nil {
+            totalFrames = try countFrames()
+        }
+    }
+
+    /// Set when the stream changes format: said in an error if libmpg123 cannot convert it.
+    private var changeNote: String?
+
+    static func describe(_ header: MPEGFrameHeader) -> String {
+        "\(header.sampleRate) Hz \(header.channels == 1 ? "mono" : "stereo")"
+    }
+
+    static func clock(_ seconds: Double) -> String {
+        let tenths = Int((seconds * 10).rounded())
+        let s = tenths / 10
+        return "\(s / 60):\(s % 60 < 10 ? "0" : "")\(s % 60).\(tenths % 10)"
+    }
+
+    /// Decodes the whole file once, counting frames, and goes back to the start.
+    private func countFrames() throws(AudioError) -> Int64 {
+        var scratch = [Float](repeating: 0, count: 8192 * format.channels)
+        var frames: Int64 = 0
+        while true {
+            let n = try scratch.withStorage { (buf) throws(AudioError) -> Int in
+                guard let base = buf.baseAddress else { return 0 }
+                return try read(into: base, frames: 8192)
+            }
+            if n == 0 { break }
+            frames += Int64(n)
+        }
+        let r = mpg123_seek(handle, 0, SEEK_SET)
+        if r < 0 {
+            throw AudioError.corrupt(path: file.path, detail: "cannot seek: \(String(cString: mpg123_strerror(handle)))")
+        }
+        return frames
     }
 
     deinit {
@@ -75,9 +125,22 @@ public final class MP3Decoder: AudioDecoder {
             let rc = mpg123_read(handle, raw, (frames - total) * frameBytes, &done)
             total += done / frameBytes
             if rc == MPG123_DONE.rawValue { break }
-            if rc == MPG123_NEW_FORMAT.rawValue { continue }
+            if rc == MPG123_NEW_FORMAT.rawValue {
+                // Only the one output format is enabled, so libmpg123 converts a new part to
+                // it; check that it did rather than reading samples of another layout.
+                var r = 0, c: Int32 = 0, e: Int32 = 0
+                guard mpg123_getformat(handle, &r, &c, &e) == MPG123_OK.rawValue, r == format.sampleRate,
+                      Int(c) == format.channels, e == Int32(MPG123_ENC_FLOAT_32.rawValue) else {
+                    throw AudioError.corrupt(
+                        path: file.path,
+                        detail: "\(changeNote ?? "the audio changes format midway") and cannot be converted to \(format); convert the file to one format")
+                }
+                continue
+            }
             if rc != MPG123_OK.rawValue {
-                throw AudioError.corrupt(path: file.path, detail: String(cString: mpg123_strerror(handle)))
+                let why = String(cString: mpg123_strerror(handle))
+                throw AudioError.corrupt(
+                    path: file.path, detail: changeNote.map { "\($0), and libmpg123 cannot convert it: \(why)" } ?? why)
             }
             if done == 0 { continue }
         }

@@ -5,12 +5,15 @@
 // payload: the sample table gives each access unit's file offset and size, and the decoder
 // reads them one at a time through an `MP4ByteReader`.
 //
-// The parser is meant to be fuzzed. Every size and count is validated against the bytes
-// that actually hold it before anything is allocated, all arithmetic on file values is
-// checked, every loop advances by at least one byte, and nothing is recursive. Only `moov`
-// is read into memory (capped at `MP4File.maxMoovSize`), so memory is proportional to the
-// real size of the sample table; the per-sample offsets kept afterwards cost 8 bytes per
-// sample (plus 4 for the size when sizes vary).
+// The parser is meant to be fuzzed, and its memory is bounded by a constant, never by the
+// file's declared or real size. `moov` is not read whole: `MP4MoovLoader` walks it in the
+// file and keeps an image of at most 4 MiB (containers, the small header boxes, tags up to
+// 64 KiB each), with each sample table (stts, stsc, stsz/stz2, stco/co64, elst) reduced to its
+// fixed fields. `MP4SampleTable` reads the entries from the file through small windows,
+// checks every sample against the file once when the file is opened, and keeps at most a few
+// thousand checkpoints for random access. Every size and count is validated against the bytes
+// that hold it, all arithmetic on file values is checked, every loop advances, and nothing is
+// recursive.
 
 #if canImport(Glibc)
 import Glibc
@@ -35,6 +38,8 @@ public enum MP4Error: Error, Equatable, Sendable {
     /// The sound track is not AAC: the sample entry fourcc (`alac`, `ac-3`, `Opus`, …), or a
     /// description such as `mp4a object type 0x6B (MP3)` or `AAC audio object type 42 (USAC)`.
     case unsupportedCodec(String)
+    /// The reader failed (an I/O error); the string is its reason.
+    case unreadable(String)
 }
 
 /// iTunes-style tags from `moov/udta/meta/ilst`.
@@ -87,7 +92,10 @@ public struct MP4MemoryReader: MP4ByteReader, Sendable {
 }
 
 /// The AAC sound track of an MP4 file: decoder configuration, sample table and trim.
-public struct MP4AudioTrack: Sendable {
+///
+/// The sample table is read from the file on demand (through the reader the file was opened
+/// with), so the accessors can throw an I/O error. Not thread-safe: one decoder uses it.
+public struct MP4AudioTrack {
     /// The media timescale (`mdhd`): units of `duration(ofSample:)`, `totalDuration`,
     /// `decodeTime(ofSample:)`.
     public let timescale: UInt32
@@ -110,11 +118,11 @@ public struct MP4AudioTrack: Sendable {
     /// (hierarchical or backward-compatible) SBR/PS signalling.
     public let objectType: Int
     /// Number of access units (the smaller of the stsz/stz2 and stts counts).
-    public let sampleCount: Int
+    public var sampleCount: Int { table.sampleCount }
     /// The sum of all sample durations, in `timescale` units.
-    public let totalDuration: UInt64
-    /// The largest sample size, for sizing a read buffer.
-    public let maxSampleSize: UInt32
+    public var totalDuration: UInt64 { table.totalDuration }
+    /// The largest sample size (at most `MP4File.maxSampleSize`), for sizing a read buffer.
+    public var maxSampleSize: UInt32 { table.maxSampleSize }
     /// Frames to drop at the start of the decoded stream, in frames at `sampleRate`.
     ///
     /// From the edit list: `media_time` converted from the media timescale to `sampleRate`
@@ -127,110 +135,74 @@ public struct MP4AudioTrack: Sendable {
     /// end. From the edit list: the segment duration converted from the movie timescale (mvhd)
     /// to the media timescale (rounded to nearest) and then to `sampleRate`, clamped to what the
     /// samples hold. From iTunSMPB: the original length field, or when that is 0, the total
-    /// minus delay minus padding.
+    /// minus delay minus padding. Either may exceed what the track holds (a damaged iTunSMPB);
+    /// the decoder clamps it.
     public let validDuration: Int64?
     /// Where `priming` and `validDuration` came from.
     public let trimSource: TrimSource
 
-    let sampleOffsets: [UInt64]
-    let sampleSizes: [UInt32]        // empty when every sample has `uniformSampleSize`
-    let uniformSampleSize: UInt32
-    let durationRuns: [MP4DurationRun]
+    let table: MP4SampleTable
+
+    /// Bytes the sample table keeps in memory (read windows and checkpoints). Bounded by a
+    /// constant, whatever the number of samples.
+    public var tableMemory: Int { table.memory }
 
     /// File offset and size of sample `index` (0-based). Returns (0, 0) for an index out of
     /// range.
-    public func sample(at index: Int) -> (offset: UInt64, size: UInt32) {
-        guard index >= 0, index < sampleCount else { return (0, 0) }
-        let size = sampleSizes.isEmpty ? uniformSampleSize : sampleSizes[index]
-        return (sampleOffsets[index], size)
+    public func sample(at index: Int) throws(MP4Error) -> (offset: UInt64, size: UInt32) {
+        try table.sample(at: index)
     }
 
     /// Duration of sample `index` in `timescale` units; 0 out of range.
-    public func duration(ofSample index: Int) -> UInt32 {
-        guard index >= 0, index < sampleCount, let run = runIndex(containingSample: index) else { return 0 }
-        return durationRuns[run].delta
+    public func duration(ofSample index: Int) throws(MP4Error) -> UInt32 {
+        try table.duration(ofSample: index)
     }
 
-    /// Decode time of sample `index` in `timescale` units (`totalDuration` for `sampleCount`);
-    /// 0 for negative indices.
-    public func decodeTime(ofSample index: Int) -> UInt64 {
-        guard index > 0 else { return 0 }
-        guard index < sampleCount, let r = runIndex(containingSample: index) else { return totalDuration }
-        let run = durationRuns[r]
-        return run.startTime &+ UInt64(index - run.firstSample) &* UInt64(run.delta)
+    /// Decode time of sample `index` in `timescale` units (`totalDuration` for `sampleCount`
+    /// and beyond); 0 for negative indices.
+    public func decodeTime(ofSample index: Int) throws(MP4Error) -> UInt64 {
+        try table.decodeTime(ofSample: index)
     }
 
     /// Index of the sample whose decode interval contains `time` (in `timescale` units);
     /// `sampleCount` when `time >= totalDuration`.
-    public func sampleIndex(atTime time: UInt64) -> Int {
-        guard time < totalDuration, !durationRuns.isEmpty else { return sampleCount }
-        var low = 0
-        var high = durationRuns.count - 1
-        while low < high {  // last run whose startTime <= time
-            let mid = low + (high - low + 1) / 2
-            if durationRuns[mid].startTime <= time { low = mid } else { high = mid - 1 }
-        }
-        let run = durationRuns[low]
-        guard run.delta > 0 else { return run.firstSample }
-        let offset = (time - run.startTime) / UInt64(run.delta)
-        let endOfRun = low + 1 < durationRuns.count ? durationRuns[low + 1].firstSample : sampleCount
-        guard offset < UInt64(endOfRun - run.firstSample) else { return max(endOfRun - 1, run.firstSample) }
-        return run.firstSample + Int(offset)
+    public func sampleIndex(atTime time: UInt64) throws(MP4Error) -> Int {
+        try table.sampleIndex(atTime: time)
     }
-
-    private func runIndex(containingSample index: Int) -> Int? {
-        guard !durationRuns.isEmpty else { return nil }
-        var low = 0
-        var high = durationRuns.count - 1
-        while low < high {
-            let mid = low + (high - low + 1) / 2
-            if durationRuns[mid].firstSample <= index { low = mid } else { high = mid - 1 }
-        }
-        return low
-    }
-}
-
-/// A run of samples with equal duration (one stts entry, clipped to `sampleCount`).
-struct MP4DurationRun: Sendable {
-    let firstSample: Int
-    let startTime: UInt64
-    let delta: UInt32
 }
 
 /// A parsed MP4/M4A file: the first supported (AAC) sound track and the tags.
-public struct MP4File: Sendable {
-    /// The largest `moov` box accepted (it is read into memory whole).
-    public static let maxMoovSize: UInt64 = 256 << 20
+public struct MP4File {
+    /// The most `moov` bytes kept in memory besides the sample tables (boxes of other kinds are
+    /// reduced to their headers, tags over 64 KiB are dropped).
+    public static let maxHeaderBytes = MP4MoovLoader.maxImageSize
+    /// The largest access unit accepted. An AAC frame holds at most 6144 bits per channel
+    /// (36 KiB for 48 channels); anything larger is damage.
+    public static let maxSampleSize: UInt32 = 1 << 20
     /// At most this many `trak` boxes are examined.
     public static let maxTracks = 64
 
     public let track: MP4AudioTrack
     public let tags: MP4Tags
 
-    /// Parses the box structure; reads `moov` only, never the media data.
+    /// Parses the box structure; reads `moov`'s headers and the sample tables, never the media
+    /// data.
     ///
     /// Picks the first `soun` track whose sample entry is AAC (`mp4a` with an MPEG-4 or
     /// MPEG-2 AAC object type). If there is none, throws the first error met in a sound track
     /// (`unsupportedCodec` for, e.g., ALAC), else `noAudioTrack`. Errors in tags are ignored.
     public init(reader: some MP4ByteReader) throws(MP4Error) {
         let moov = try MP4File.locateMoov(reader)
-        let parser = MP4MoovParser(bytes: moov.bytes, fileSize: reader.size)
+        var loader = MP4MoovLoader(reader: reader)
+        try loader.load(payloadAt: moov.offset, length: moov.length)
+        let parser = MP4MoovParser(bytes: loader.image, tables: loader.tables, reader: reader)
         (track, tags) = try parser.parse(sawFragments: moov.sawFragments)
     }
 
-    private static func readBytes(
-        _ reader: some MP4ByteReader, at offset: UInt64, count: Int, what: String
-    ) throws(MP4Error) -> [UInt8] {
-        do {
-            let bytes = try reader.read(at: offset, count: count)
-            return bytes.count > count ? Array(bytes.prefix(count)) : bytes
-        } catch {
-            throw .corrupt("could not read \(what) at offset \(offset): \(error)")
-        }
-    }
-
-    /// Walks the top-level boxes and returns the payload of the first `moov`.
-    private static func locateMoov(_ reader: some MP4ByteReader) throws(MP4Error) -> (bytes: [UInt8], sawFragments: Bool) {
+    /// Walks the top-level boxes and returns where the payload of the first `moov` is.
+    private static func locateMoov(_ reader: some MP4ByteReader) throws(MP4Error)
+        -> (offset: UInt64, length: UInt64, sawFragments: Bool)
+    {
         let fileSize = reader.size
         let firstTypes: Set<UInt32> = [
             FourCC.ftyp, FourCC.styp, FourCC.moov, FourCC.mdat, FourCC.free, FourCC.skip, FourCC.wide, FourCC.pdin,
@@ -246,7 +218,7 @@ public struct MP4File: Sendable {
                 if index == 1 { throw .notMP4 }
                 break  // trailing garbage
             }
-            let header = try readBytes(reader, at: offset, count: Int(min(remaining, 16)), what: "a box header")
+            let header = try mp4Read(reader, at: offset, count: Int(min(remaining, 16)))
             guard header.count >= 8, let size32 = header.mp4BE32(0), let type = header.mp4BE32(4) else {
                 if index == 1 { throw .notMP4 }
                 throw .truncated("box header at offset \(offset)")
@@ -280,11 +252,7 @@ public struct MP4File: Sendable {
             }
             switch type {
             case FourCC.moov:
-                let payload = boxSize - headerSize
-                guard payload <= maxMoovSize else { throw .corrupt("moov box is too large (\(payload) bytes)") }
-                let bytes = try readBytes(reader, at: offset + headerSize, count: Int(payload), what: "the moov box")
-                guard UInt64(bytes.count) == payload else { throw .truncated("moov box") }
-                return (bytes, sawFragments)
+                return (offset + headerSize, boxSize - headerSize, sawFragments)
             case FourCC.moof, FourCC.sidx:
                 sawFragments = true
             default:
@@ -297,6 +265,27 @@ public struct MP4File: Sendable {
     }
 }
 
+/// Reads through `reader`, turning its error into `MP4Error.unreadable` and never returning
+/// more than `count` bytes.
+fileprivate func mp4Read(_ reader: some MP4ByteReader, at offset: UInt64, count: Int) throws(MP4Error) -> [UInt8] {
+    do {
+        let bytes = try reader.read(at: offset, count: count)
+        return bytes.count > count ? Array(bytes.prefix(count)) : bytes
+    } catch let error as MP4Error {
+        throw error
+    } catch {
+        throw .unreadable("\(error)")
+    }
+}
+
+/// `value * numerator / denominator`, rounded down; nil on a zero denominator or when the
+/// result does not fit in 64 bits. Exact for all inputs (128-bit intermediate).
+func mp4Scale(_ value: UInt64, _ numerator: UInt64, _ denominator: UInt64) -> UInt64? {
+    guard denominator > 0 else { return nil }
+    let product = value.multipliedFullWidth(by: numerator)
+    guard product.high < denominator else { return nil }
+    return denominator.dividingFullWidth(product).quotient
+}
 // MARK: - Four-character codes
 
 fileprivate func fourCC(_ string: StaticString) -> UInt32 {
@@ -364,8 +353,8 @@ extension Array where Element == UInt8 {
     }
 }
 
-/// A box inside the in-memory `moov`: `[start, end)` with the payload at `body`.
-fileprivate struct MP4Box {
+/// A box inside the in-memory `moov` image: `[start, end)` with the payload at `body`.
+struct MP4Box {
     let type: UInt32
     let start: Int
     let body: Int
@@ -487,12 +476,6 @@ fileprivate struct MP4Cursor {
         return Array(bytes[position..<(position + count)])
     }
 
-    /// Throws unless `count` entries of `entrySize` bytes fit in what is left.
-    func require(entries count: UInt32, of entrySize: Int, _ table: String) throws(MP4Error) {
-        guard UInt64(count) * UInt64(entrySize) <= UInt64(remaining) else {
-            throw .corrupt("\(table) claims \(count) entries but its box holds only \(remaining / entrySize)")
-        }
-    }
 }
 
 // MARK: - Arithmetic
@@ -511,8 +494,14 @@ fileprivate func scaleRounded(_ value: UInt64, _ numerator: UInt64, _ denominato
 // MARK: - moov
 
 fileprivate struct MP4MoovParser {
+    /// The moov image (see `MP4MoovLoader`).
     let bytes: [UInt8]
-    let fileSize: UInt64
+    /// Where the entries of each table box (by its offset in `bytes`) are in the file.
+    let tables: [Int: MP4Extent]
+    let reader: any MP4ByteReader
+
+    /// The first child types that tell a QuickTime `meta` (no version and flags) from an ISO one.
+    static let quickTimeMetaChildren: Set<UInt32> = [FourCC.hdlr, FourCC.ilst, FourCC.keys, FourCC.mhdr]
 
     func parse(sawFragments: Bool) throws(MP4Error) -> (MP4AudioTrack, MP4Tags) {
         var movieTimescale: UInt32 = 0
@@ -617,10 +606,19 @@ fileprivate struct MP4MoovParser {
         guard entry.type == FourCC.mp4a else { throw .unsupportedCodec(fourCCName(entry.type)) }
         let config = try parseMP4A(entry)
 
-        let table = try MP4SampleTableParser(parser: self, stbl: stbl).build()
+        let table = try sampleTable(stbl, timescale: mdhd.timescale)
         if table.sampleCount == 0 {
             if fragmented { throw .corrupt("fragmented MP4 (moof) is not supported") }
             throw .corrupt("the audio track has no samples")
+        }
+        // The durations must fit AAC frames: 1024 (960; 512 or 480 for low delay) samples
+        // each at the core rate. A timescale or stts far off that (0xFFFFFFFF, frames of
+        // 12 hours) is damage, not something to play for days.
+        let coreSamples = mp4Scale(table.totalDuration, UInt64(config.coreSampleRate), UInt64(mdhd.timescale))
+        let frames = UInt64(table.sampleCount)
+        guard let coreSamples, coreSamples / frames <= 4096, coreSamples + 1024 >= frames * 120 else {
+            let seconds = table.totalDuration / UInt64(mdhd.timescale)
+            throw .corrupt("the sample durations (stts, timescale \(mdhd.timescale) in mdhd) give \(frames) AAC frames \(seconds) s in all, far from \(frames * 1024 / UInt64(config.coreSampleRate)) s at \(config.coreSampleRate) Hz")
         }
 
         let trim = computeTrim(
@@ -630,10 +628,34 @@ fileprivate struct MP4MoovParser {
         return MP4AudioTrack(
             timescale: mdhd.timescale, sampleRate: config.sampleRate, coreSampleRate: config.coreSampleRate,
             channels: config.channels, audioSpecificConfig: config.asc, objectType: config.objectType,
-            sampleCount: table.sampleCount, totalDuration: table.totalDuration, maxSampleSize: table.maxSampleSize,
-            priming: trim.priming, validDuration: trim.validDuration, trimSource: trim.source,
-            sampleOffsets: table.offsets, sampleSizes: table.sizes, uniformSampleSize: table.uniformSize,
-            durationRuns: table.runs)
+            priming: trim.priming, validDuration: trim.validDuration, trimSource: trim.source, table: table)
+    }
+
+    /// The stub of table box `box` in the image, with where its entries are.
+    private func stub(_ box: MP4Box) throws(MP4Error) -> MP4SampleTable.Stub {
+        guard let extent = tables[box.start] else { throw .corrupt("the '\(box.name)' box could not be read") }
+        return MP4SampleTable.Stub(box: box, extent: extent)
+    }
+
+    private func sampleTable(_ stbl: MP4Box, timescale: UInt32) throws(MP4Error) -> MP4SampleTable {
+        var stts: MP4Box?, stsc: MP4Box?, sizeBox: MP4Box?, chunkBox: MP4Box?
+        var iterator = MP4BoxIterator(bytes, children: stbl)
+        while let box = try iterator.next() {
+            switch box.type {
+            case FourCC.stts: if stts == nil { stts = box }
+            case FourCC.stsc: if stsc == nil { stsc = box }
+            case FourCC.stsz, FourCC.stz2: if sizeBox == nil { sizeBox = box }
+            case FourCC.stco, FourCC.co64: if chunkBox == nil { chunkBox = box }
+            default: break
+            }
+        }
+        guard let stts else { throw .corrupt("the audio track has no stts (sample durations) box") }
+        guard let stsc else { throw .corrupt("the audio track has no stsc (sample-to-chunk) box") }
+        guard let sizeBox else { throw .corrupt("the audio track has no stsz/stz2 (sample sizes) box") }
+        guard let chunkBox else { throw .corrupt("the audio track has no stco/co64 (chunk offsets) box") }
+        return try MP4SampleTable.build(
+            stts: try stub(stts), stsc: try stub(stsc), sizes: try stub(sizeBox), chunks: try stub(chunkBox),
+            image: bytes, reader: reader, timescale: timescale)
     }
 
     // MARK: mp4a / esds
@@ -885,19 +907,27 @@ fileprivate struct MP4MoovParser {
         let version = try cursor.u8()
         try cursor.skip(3)
         let count = try cursor.u32()
-        try cursor.require(entries: count, of: version == 1 ? 20 : 12, "elst")
+        let entries = try stub(elst).extent
+        let entrySize: UInt64 = version == 1 ? 20 : 12
+        guard UInt64(count) * entrySize <= entries.length else {
+            throw .corrupt("elst claims \(count) entries but its box holds only \(entries.length / entrySize)")
+        }
+        // Entries are read from the file; the loop ends at the first non-empty edit.
+        let window = MP4Window(reader, capacity: 1024)
+        var at = entries.offset
         for _ in 0..<count {
             let segment: UInt64
             let mediaTime: Int64
             if version == 1 {
-                segment = try cursor.u64()
-                mediaTime = Int64(bitPattern: try cursor.u64())
+                segment = try window.u64(at: at)
+                mediaTime = Int64(bitPattern: try window.u64(at: at + 8))
             } else {
-                segment = UInt64(try cursor.u32())
-                mediaTime = Int64(Int32(bitPattern: try cursor.u32()))
+                segment = UInt64(try window.u32(at: at))
+                mediaTime = Int64(Int32(bitPattern: try window.u32(at: at + 4)))
             }
-            let mediaRate = try cursor.u32()
+            let mediaRate = try window.u32(at: at + entrySize - 4)
             if mediaTime >= 0, mediaRate != 0 { return (segment, UInt64(mediaTime)) }
+            at += entrySize
         }
         return nil
     }
@@ -924,7 +954,7 @@ fileprivate struct MP4MoovParser {
     /// Tags and the iTunSMPB text from a `meta` box (full box or QuickTime-style).
     func parseMeta(_ meta: MP4Box) throws(MP4Error) -> (MP4Tags, String?) {
         var start = meta.body + 4  // ISO: version and flags first
-        if let type = bytes.mp4BE32(meta.body + 4), [FourCC.hdlr, FourCC.ilst, FourCC.keys, FourCC.mhdr].contains(type) {
+        if let type = bytes.mp4BE32(meta.body + 4), Self.quickTimeMetaChildren.contains(type) {
             start = meta.body  // QuickTime: children right away
         }
         var tags = MP4Tags()
@@ -1063,58 +1093,401 @@ fileprivate struct MP4BitReader {
     }
 }
 
-// MARK: - Sample table
 
-fileprivate struct MP4SampleTableParser {
-    let parser: MP4MoovParser
-    let stbl: MP4Box
+// MARK: - Reading the file through a window
 
-    struct Table {
-        var sampleCount: Int
-        var totalDuration: UInt64
-        var maxSampleSize: UInt32
-        var offsets: [UInt64]
-        var sizes: [UInt32]
-        var uniformSize: UInt32
-        var runs: [MP4DurationRun]
+/// Reads a file through one small window: sequential reads of table entries cost one `read`
+/// per window, random reads one per miss. Memory: `capacity` bytes.
+final class MP4Window {
+    private let reader: any MP4ByteReader
+    let capacity: Int
+    private var base: UInt64 = 0
+    private var buffer: [UInt8] = []
+
+    init(_ reader: any MP4ByteReader, capacity: Int = 4096) {
+        self.reader = reader
+        self.capacity = capacity
     }
 
-    func build() throws(MP4Error) -> Table {
-        let bytes = parser.bytes
-        let fileSize = parser.fileSize
-        var stts: MP4Box?, stsc: MP4Box?, sizeBox: MP4Box?, chunkBox: MP4Box?
-        var iterator = MP4BoxIterator(bytes, children: stbl)
-        while let box = try iterator.next() {
-            switch box.type {
-            case FourCC.stts: if stts == nil { stts = box }
-            case FourCC.stsc: if stsc == nil { stsc = box }
-            case FourCC.stsz, FourCC.stz2: if sizeBox == nil { sizeBox = box }
-            case FourCC.stco, FourCC.co64: if chunkBox == nil { chunkBox = box }
-            default: break
+    var fileSize: UInt64 { reader.size }
+
+    /// The index in `buffer` of `offset`, after making `count` bytes from there available
+    /// (fewer only at the end of the file).
+    private func load(_ offset: UInt64, _ count: Int) throws(MP4Error) -> Int {
+        if offset >= base, offset - base <= UInt64(buffer.count), buffer.count - Int(offset - base) >= count {
+            return Int(offset - base)
+        }
+        buffer = try mp4Read(reader, at: offset, count: max(capacity, count))
+        base = offset
+        return 0
+    }
+
+    /// Up to `count` bytes at `offset` (fewer only at the end of the file).
+    func bytes(at offset: UInt64, count: Int) throws(MP4Error) -> ArraySlice<UInt8> {
+        guard count > 0 else { return [] }
+        let start = try load(offset, count)
+        return buffer[start..<min(buffer.count, start + count)]
+    }
+
+    private func available(_ offset: UInt64, _ count: Int) throws(MP4Error) -> Int {
+        let start = try load(offset, count)
+        guard buffer.count - start >= count else {
+            throw .truncated("the file ends inside a table (at offset \(offset), \(fileSize) bytes in all)")
+        }
+        return start
+    }
+
+    func u8(at offset: UInt64) throws(MP4Error) -> UInt8 {
+        buffer[try available(offset, 1)]
+    }
+
+    func u16(at offset: UInt64) throws(MP4Error) -> UInt16 {
+        let i = try available(offset, 2)
+        return UInt16(buffer[i]) << 8 | UInt16(buffer[i + 1])
+    }
+
+    func u32(at offset: UInt64) throws(MP4Error) -> UInt32 {
+        let i = try available(offset, 4)
+        return UInt32(buffer[i]) << 24 | UInt32(buffer[i + 1]) << 16 | UInt32(buffer[i + 2]) << 8 | UInt32(buffer[i + 3])
+    }
+
+    func u64(at offset: UInt64) throws(MP4Error) -> UInt64 {
+        let high = try u32(at: offset)
+        return UInt64(high) << 32 | UInt64(try u32(at: offset + 4))
+    }
+}
+
+/// Where a table's entries are in the file: `length` bytes from `offset`.
+struct MP4Extent: Sendable, Equatable {
+    let offset: UInt64
+    let length: UInt64
+}
+
+// MARK: - Loading moov
+
+/// Builds the in-memory image of `moov` that `MP4MoovParser` reads, walking the box tree in
+/// the file without recursion.
+///
+/// In the image, containers and the small boxes the parser reads (mvhd, mdhd, hdlr, stsd; tag
+/// items' data/mean/name up to 64 KiB each) are as in the file, with normalised 32-bit sizes.
+/// The tables (stts, stsc, stsz, stz2, stco, co64, elst) keep only their fixed fields; `tables`
+/// maps the image offset of each such box to where its entries are in the file. Every other
+/// box is reduced to its header. A child that overruns its parent or has an invalid size is
+/// copied as its raw header and ends the parent there, so the parser reports it as before.
+struct MP4MoovLoader {
+    static let maxImageSize = 4 << 20
+    static let maxBoxes = 100_000
+    static let maxDepth = 16
+    static let maxTagPayload = 64 << 10
+
+    private let reader: any MP4ByteReader
+    private let window: MP4Window
+    private(set) var image: [UInt8] = []
+    private(set) var tables: [Int: MP4Extent] = [:]
+
+    init(reader: some MP4ByteReader) {
+        self.reader = reader
+        window = MP4Window(reader, capacity: 16 << 10)
+    }
+
+    private enum Kind {
+        case container
+        case whole(limit: Int)
+        case table(fixedFields: Int)
+        case header
+    }
+
+    private struct Parent {
+        var position: UInt64
+        let end: UInt64
+        let imageStart: Int?  // nil for moov itself
+        let isIlst: Bool
+    }
+
+    private static let containers: Set<UInt32> = [
+        FourCC.trak, FourCC.mdia, FourCC.minf, FourCC.stbl, FourCC.edts, FourCC.udta, FourCC.meta, FourCC.ilst,
+    ]
+
+    private func kind(of type: UInt32, inIlst: Bool, depth: Int) -> Kind {
+        if Self.containers.contains(type) || inIlst { return depth < Self.maxDepth ? .container : .header }
+        switch type {
+        case FourCC.mvhd, FourCC.mdhd, FourCC.hdlr, FourCC.stsd: return .whole(limit: Self.maxImageSize)
+        case FourCC.data, FourCC.mean, FourCC.name: return .whole(limit: Self.maxTagPayload)
+        case FourCC.stsz, FourCC.stz2: return .table(fixedFields: 12)
+        case FourCC.stts, FourCC.stsc, FourCC.stco, FourCC.co64, FourCC.elst: return .table(fixedFields: 8)
+        default: return .header
+        }
+    }
+
+    private mutating func append(_ bytes: some Sequence<UInt8>) throws(MP4Error) {
+        image.append(contentsOf: bytes)
+        guard image.count <= Self.maxImageSize else {
+            throw .corrupt("the moov box holds more than \(Self.maxImageSize >> 20) MiB of headers")
+        }
+    }
+
+    private mutating func appendU32(_ value: UInt32) throws(MP4Error) {
+        try append([UInt8(value >> 24), UInt8(truncatingIfNeeded: value >> 16),
+                     UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)])
+    }
+
+    /// Sets the 32-bit size of the box that starts at `start` in the image to its length so far.
+    private mutating func close(_ start: Int) {
+        let size = UInt32(image.count - start)  // ≤ maxImageSize
+        image[start] = UInt8(size >> 24)
+        image[start + 1] = UInt8(truncatingIfNeeded: size >> 16)
+        image[start + 2] = UInt8(truncatingIfNeeded: size >> 8)
+        image[start + 3] = UInt8(truncatingIfNeeded: size)
+    }
+
+    mutating func load(payloadAt start: UInt64, length: UInt64) throws(MP4Error) {
+        let (end, overflow) = start.addingReportingOverflow(length)
+        guard !overflow else { throw .corrupt("the moov box's size is out of range") }
+        var stack = [Parent(position: start, end: end, imageStart: nil, isIlst: false)]
+        var boxes = 0
+        while let parent = stack.last {
+            let top = stack.count - 1
+            let remaining = parent.end - parent.position
+            if remaining < 8 {
+                // QuickTime terminators and padding: kept as they are.
+                if remaining > 0 { try append(try window.bytes(at: parent.position, count: Int(remaining))) }
+                stack.removeLast()
+                if let imageStart = parent.imageStart { close(imageStart) }
+                continue
+            }
+            boxes += 1
+            guard boxes <= Self.maxBoxes else { throw .corrupt("the moov box has more than \(Self.maxBoxes) boxes") }
+            let header = Array(try window.bytes(at: parent.position, count: Int(min(remaining, 16))))
+            guard header.count >= 8, let size32 = header.mp4BE32(0), let type = header.mp4BE32(4) else {
+                throw .truncated("the file ends inside the moov box")
+            }
+            var headerSize: UInt64 = 8
+            var size = UInt64(size32)
+            var valid = true
+            if size32 == 0 {
+                size = remaining
+            } else if size32 == 1 {
+                if let large = header.mp4BE64(8) {
+                    size = large
+                    headerSize = 16
+                } else {
+                    valid = false
+                }
+            }
+            if !valid || size > remaining || size < headerSize {
+                // Left for the parser to report: the raw header, and nothing after it.
+                try append(header)
+                stack[top].position = parent.end
+                continue
+            }
+            let body = parent.position + headerSize
+            let boxEnd = parent.position + size  // size ≤ remaining
+            stack[top].position = boxEnd
+            let boxStart = image.count
+            try appendU32(0)
+            try appendU32(type)
+            let payload = size - headerSize
+            switch kind(of: type, inIlst: parent.isIlst, depth: stack.count) {
+            case .container:
+                var childStart = body
+                if type == FourCC.meta {
+                    // ISO meta is a full box (version and flags first); QuickTime's has its
+                    // children at once. The parser makes the same choice on the image.
+                    let peek = Array(try window.bytes(at: body, count: Int(min(payload, 8))))
+                    let quickTime = peek.mp4BE32(4).map(MP4MoovParser.quickTimeMetaChildren.contains) ?? false
+                    if !quickTime {
+                        try append(peek.prefix(4))
+                        childStart = body + UInt64(min(4, peek.count))
+                    }
+                }
+                stack.append(Parent(position: childStart, end: boxEnd, imageStart: boxStart, isIlst: type == FourCC.ilst))
+                continue
+            case .whole(let limit):
+                if payload <= UInt64(min(limit, Self.maxImageSize - image.count)) {
+                    let bytes = try mp4Read(reader, at: body, count: Int(payload))
+                    guard UInt64(bytes.count) == payload else { throw .truncated("the file ends inside the moov box") }
+                    try append(bytes)
+                } else if limit == Self.maxImageSize {
+                    throw .corrupt("the moov box holds more than \(Self.maxImageSize >> 20) MiB of headers ('\(fourCCName(type))' box of \(payload) bytes)")
+                }
+            case .table(let fixedFields):
+                let fixed = Int(min(payload, UInt64(fixedFields)))
+                try append(try window.bytes(at: body, count: fixed))
+                tables[boxStart] = MP4Extent(offset: body + UInt64(fixed), length: payload - UInt64(fixed))
+            case .header:
+                break
+            }
+            close(boxStart)
+        }
+    }
+}
+
+// MARK: - Sample table
+
+/// The sample table of a track, read from the file on demand: sizes (stsz/stz2), chunk
+/// offsets (stco/co64), samples per chunk (stsc) and durations (stts).
+///
+/// `build` checks every sample once (it lies inside the file, the tables agree) in time
+/// proportional to the tables' real size, and records at most `maxCheckpoints` positions of
+/// each kind; a lookup starts from the nearest one (or from the last lookup, so sequential
+/// reading costs O(1) per sample). Memory: four 4-KiB windows and the checkpoints.
+final class MP4SampleTable {
+    static let maxCheckpoints = 2048
+
+    let sampleCount: Int
+    let totalDuration: UInt64
+    let maxSampleSize: UInt32
+
+    /// Where sample `sample` lies: in chunk `chunk` (whose stsc entry is `stsc` and whose first
+    /// sample is `chunkFirstSample`), at file offset `offset`.
+    struct Position {
+        var sample: Int
+        var chunk: Int
+        var stsc: Int
+        var chunkFirstSample: Int
+        var offset: UInt64
+    }
+
+    /// The start of stts entry `entry`: its first sample and decode time.
+    struct TimeMark {
+        var entry: Int
+        var firstSample: Int
+        var startTime: UInt64
+    }
+
+    private enum Sizes {
+        case uniform(UInt32)
+        case stsz(MP4Window, MP4Extent)
+        case stz2(MP4Window, MP4Extent, bits: Int)
+    }
+
+    private let sizes: Sizes
+    private let chunks: MP4Window
+    private let chunkExtent: MP4Extent
+    private let wideChunks: Bool
+    private let chunkCount: Int
+    private let stsc: MP4Window
+    private let stscExtent: MP4Extent
+    private let stscCount: Int  // entries that start at an existing chunk
+    private let stts: MP4Window
+    private let sttsExtent: MP4Extent
+    private let sttsCount: Int
+    private let positions: [Position]
+    private let timeMarks: [TimeMark]
+    private var cursor: Position?
+
+    private init(
+        sampleCount: Int, totalDuration: UInt64, maxSampleSize: UInt32, sizes: Sizes,
+        chunks: MP4Window, chunkExtent: MP4Extent, wideChunks: Bool, chunkCount: Int,
+        stsc: MP4Window, stscExtent: MP4Extent, stscCount: Int,
+        stts: MP4Window, sttsExtent: MP4Extent, sttsCount: Int,
+        positions: [Position], timeMarks: [TimeMark]
+    ) {
+        self.sampleCount = sampleCount
+        self.totalDuration = totalDuration
+        self.maxSampleSize = maxSampleSize
+        self.sizes = sizes
+        self.chunks = chunks
+        self.chunkExtent = chunkExtent
+        self.wideChunks = wideChunks
+        self.chunkCount = chunkCount
+        self.stsc = stsc
+        self.stscExtent = stscExtent
+        self.stscCount = stscCount
+        self.stts = stts
+        self.sttsExtent = sttsExtent
+        self.sttsCount = sttsCount
+        self.positions = positions
+        self.timeMarks = timeMarks
+    }
+
+    var memory: Int {
+        var windows = chunks.capacity + stsc.capacity + stts.capacity
+        switch sizes {
+        case .uniform: break
+        case .stsz(let window, _), .stz2(let window, _, _): windows += window.capacity
+        }
+        return windows + positions.capacity * MemoryLayout<Position>.stride
+            + timeMarks.capacity * MemoryLayout<TimeMark>.stride
+    }
+
+    // MARK: entries
+
+    private static func size(_ sizes: Sizes, of sample: Int) throws(MP4Error) -> UInt32 {
+        switch sizes {
+        case .uniform(let size):
+            return size
+        case .stsz(let window, let extent):
+            return try window.u32(at: extent.offset + UInt64(sample) * 4)
+        case .stz2(let window, let extent, let bits):
+            switch bits {
+            case 4:
+                let byte = try window.u8(at: extent.offset + UInt64(sample / 2))
+                return UInt32(sample % 2 == 0 ? byte >> 4 : byte & 0x0F)
+            case 8:
+                return UInt32(try window.u8(at: extent.offset + UInt64(sample)))
+            default:
+                return UInt32(try window.u16(at: extent.offset + UInt64(sample) * 2))
             }
         }
-        guard let stts else { throw .corrupt("the audio track has no stts (sample durations) box") }
-        guard let stsc else { throw .corrupt("the audio track has no stsc (sample-to-chunk) box") }
-        guard let sizeBox else { throw .corrupt("the audio track has no stsz/stz2 (sample sizes) box") }
-        guard let chunkBox else { throw .corrupt("the audio track has no stco/co64 (chunk offsets) box") }
+    }
+
+    private static func chunkOffset(_ window: MP4Window, _ extent: MP4Extent, wide: Bool, _ chunk: Int) throws(MP4Error) -> UInt64 {
+        wide ? try window.u64(at: extent.offset + UInt64(chunk) * 8)
+             : UInt64(try window.u32(at: extent.offset + UInt64(chunk) * 4))
+    }
+
+    /// (first chunk, 1-based; samples per chunk) of stsc entry `index`.
+    private static func stscEntry(_ window: MP4Window, _ extent: MP4Extent, _ index: Int) throws(MP4Error) -> (UInt32, UInt32) {
+        let at = extent.offset + UInt64(index) * 12
+        return (try window.u32(at: at), try window.u32(at: at + 4))
+    }
+
+    /// (sample count, sample delta) of stts entry `index`.
+    private static func sttsEntry(_ window: MP4Window, _ extent: MP4Extent, _ index: Int) throws(MP4Error) -> (UInt32, UInt32) {
+        let at = extent.offset + UInt64(index) * 8
+        return (try window.u32(at: at), try window.u32(at: at + 4))
+    }
+
+    // MARK: building
+
+    /// The stub of a table box in the moov image, and where its entries are.
+    struct Stub {
+        let box: MP4Box
+        let extent: MP4Extent
+    }
+
+    /// Reads and checks the tables. `timescale` bounds the sample durations (no AAC frame
+    /// lasts a second).
+    static func build(
+        stts sttsBox: Stub, stsc stscBox: Stub, sizes sizeBox: Stub, chunks chunkBox: Stub,
+        image: [UInt8], reader: any MP4ByteReader, timescale: UInt32
+    ) throws(MP4Error) -> MP4SampleTable {
+        let fileSize = reader.size
+
+        /// Throws unless `count` entries of `entrySize` bytes fit in the table's entries.
+        func require(_ stub: Stub, _ count: UInt32, _ entrySize: UInt64, _ name: String) throws(MP4Error) {
+            guard UInt64(count) * entrySize <= stub.extent.length else {
+                throw .corrupt("\(name) claims \(count) entries but its box holds only \(stub.extent.length / entrySize)")
+            }
+        }
 
         // Sample sizes.
-        var sizes: [UInt32] = []
-        var uniformSize: UInt32 = 0
+        let sizes: Sizes
         var sizeCount: UInt32
-        var cursor = MP4Cursor(bytes, payloadOf: sizeBox)
+        var cursor = MP4Cursor(image, payloadOf: sizeBox.box)
         try cursor.skip(4)
-        if sizeBox.type == FourCC.stsz {
-            uniformSize = try cursor.u32()
+        if sizeBox.box.type == FourCC.stsz {
+            let uniform = try cursor.u32()
             sizeCount = try cursor.u32()
-            if uniformSize == 0 {
-                try cursor.require(entries: sizeCount, of: 4, "stsz")
-                sizes.reserveCapacity(Int(sizeCount))
-                for _ in 0..<sizeCount { sizes.append(try cursor.u32()) }
+            if uniform == 0 {
+                try require(sizeBox, sizeCount, 4, "stsz")
+                sizes = .stsz(MP4Window(reader), sizeBox.extent)
             } else {
-                guard UInt64(sizeCount) * UInt64(uniformSize) <= fileSize else {
-                    throw .truncated("stsz: \(sizeCount) samples of \(uniformSize) bytes exceed the file size")
+                guard UInt64(sizeCount) * UInt64(uniform) <= fileSize else {
+                    throw .truncated("stsz: \(sizeCount) samples of \(uniform) bytes exceed the file size")
                 }
+                sizes = .uniform(uniform)
             }
         } else {
             try cursor.skip(3)
@@ -1124,110 +1497,227 @@ fileprivate struct MP4SampleTableParser {
                 throw .corrupt("stz2 has an invalid field size \(fieldSize)")
             }
             let needed = (UInt64(sizeCount) * UInt64(fieldSize) + 7) / 8
-            guard needed <= UInt64(cursor.remaining) else {
-                throw .corrupt("stz2 claims \(sizeCount) entries but its box holds only \(cursor.remaining * 8 / Int(fieldSize))")
+            guard needed <= sizeBox.extent.length else {
+                throw .corrupt("stz2 claims \(sizeCount) entries but its box holds only \(sizeBox.extent.length * 8 / UInt64(fieldSize))")
             }
-            sizes.reserveCapacity(Int(sizeCount))
-            var index: UInt32 = 0
-            while index < sizeCount {
-                switch fieldSize {
-                case 4:
-                    let byte = try cursor.u8()
-                    sizes.append(UInt32(byte >> 4))
-                    if index + 1 < sizeCount { sizes.append(UInt32(byte & 0x0F)) }
-                    index += 1  // plus one below
-                case 8: sizes.append(UInt32(try cursor.u8()))
-                default: sizes.append(UInt32(try cursor.u16()))
-                }
-                index += 1
-            }
+            sizes = .stz2(MP4Window(reader), sizeBox.extent, bits: Int(fieldSize))
         }
 
         // Durations: the sample count is the smaller of stsz and stts.
-        cursor = MP4Cursor(bytes, payloadOf: stts)
+        let sttsWindow = MP4Window(reader)
+        cursor = MP4Cursor(image, payloadOf: sttsBox.box)
         try cursor.skip(4)
         let runCount = try cursor.u32()
-        try cursor.require(entries: runCount, of: 8, "stts")
-        guard let sizeTotal = Int(exactly: sizeCount) else { throw .corrupt("too many samples (\(sizeCount))") }
-        var runs: [MP4DurationRun] = []
-        var sampleIndex = 0
+        try require(sttsBox, runCount, 8, "stts")
+        let sizeTotal = Int(sizeCount)
+        let runStride = max(64, Int(runCount) / maxCheckpoints + 1)
+        var timeMarks: [TimeMark] = []
+        var sample = 0
         var time: UInt64 = 0
-        for _ in 0..<runCount {
-            guard sampleIndex < sizeTotal else { break }
-            let count = try cursor.u32()
-            let delta = try cursor.u32()
+        var entry = 0
+        while entry < Int(runCount), sample < sizeTotal {
+            let (count, delta) = try sttsEntry(sttsWindow, sttsBox.extent, entry)
+            if entry % runStride == 0 { timeMarks.append(TimeMark(entry: entry, firstSample: sample, startTime: time)) }
+            entry += 1
             guard count > 0 else { continue }
-            let taken = min(Int(exactly: count) ?? Int.max, sizeTotal - sampleIndex)
-            runs.append(MP4DurationRun(firstSample: sampleIndex, startTime: time, delta: delta))
+            guard delta <= timescale else {
+                throw .corrupt("stts gives sample \(sample) a duration of \(delta) at a timescale of \(timescale) per second (\(delta / timescale) s); an AAC frame lasts a few milliseconds")
+            }
+            let taken = min(Int(count), sizeTotal - sample)
             let (span, spanOverflow) = UInt64(taken).multipliedReportingOverflow(by: UInt64(delta))
             let (next, overflow) = time.addingReportingOverflow(span)
             guard !spanOverflow, !overflow else { throw .corrupt("stts durations overflow") }
             time = next
-            sampleIndex += taken
+            sample += taken
         }
-        let sampleCount = sampleIndex
-        guard sampleCount > 0 else { return Table(sampleCount: 0, totalDuration: 0, maxSampleSize: 0, offsets: [], sizes: [], uniformSize: 0, runs: []) }
-        if !sizes.isEmpty, sizes.count > sampleCount { sizes.removeLast(sizes.count - sampleCount) }
+        let sampleCount = sample
+        let usedRuns = entry
+        let empty = MP4Extent(offset: 0, length: 0)
+        guard sampleCount > 0 else {
+            return MP4SampleTable(
+                sampleCount: 0, totalDuration: 0, maxSampleSize: 0, sizes: .uniform(0),
+                chunks: MP4Window(reader, capacity: 0), chunkExtent: empty, wideChunks: false, chunkCount: 0,
+                stsc: MP4Window(reader, capacity: 0), stscExtent: empty, stscCount: 0,
+                stts: MP4Window(reader, capacity: 0), sttsExtent: empty, sttsCount: 0, positions: [], timeMarks: [])
+        }
 
         // Chunk offsets.
-        cursor = MP4Cursor(bytes, payloadOf: chunkBox)
+        cursor = MP4Cursor(image, payloadOf: chunkBox.box)
         try cursor.skip(4)
         let chunkCount = try cursor.u32()
-        let wide = chunkBox.type == FourCC.co64
-        try cursor.require(entries: chunkCount, of: wide ? 8 : 4, wide ? "co64" : "stco")
-        var chunkOffsets: [UInt64] = []
-        chunkOffsets.reserveCapacity(Int(chunkCount))
-        for _ in 0..<chunkCount { chunkOffsets.append(wide ? try cursor.u64() : UInt64(try cursor.u32())) }
+        let wide = chunkBox.box.type == FourCC.co64
+        try require(chunkBox, chunkCount, wide ? 8 : 4, wide ? "co64" : "stco")
+        let chunkWindow = MP4Window(reader)
 
-        // Sample-to-chunk runs.
-        cursor = MP4Cursor(bytes, payloadOf: stsc)
+        // Sample-to-chunk runs: the first starts at chunk 1, chunk numbers increase; runs
+        // past the last chunk are ignored.
+        cursor = MP4Cursor(image, payloadOf: stscBox.box)
         try cursor.skip(4)
-        let stscCount = try cursor.u32()
-        try cursor.require(entries: stscCount, of: 12, "stsc")
-        var firstChunks: [Int] = []  // 0-based
-        var perChunk: [UInt32] = []
-        for index in 0..<stscCount {
-            let first = try cursor.u32()
-            let samples = try cursor.u32()
-            try cursor.skip(4)  // sample description index
-            if index == 0, first != 1 { throw .corrupt("stsc does not start at chunk 1") }
-            guard first <= chunkCount else { break }  // runs past the last chunk are ignored
-            if let last = firstChunks.last, Int(first) - 1 <= last {
-                throw .corrupt("stsc chunk numbers are not increasing")
-            }
-            firstChunks.append(Int(first) - 1)
-            perChunk.append(samples)
+        let stscTotal = try cursor.u32()
+        try require(stscBox, stscTotal, 12, "stsc")
+        let stscWindow = MP4Window(reader)
+        var stscCount = 0
+        var previous: UInt32 = 0
+        while stscCount < Int(stscTotal) {
+            let (first, _) = try stscEntry(stscWindow, stscBox.extent, stscCount)
+            if stscCount == 0, first != 1 { throw .corrupt("stsc does not start at chunk 1") }
+            guard first <= chunkCount else { break }
+            if stscCount > 0, first <= previous { throw .corrupt("stsc chunk numbers are not increasing") }
+            previous = first
+            stscCount += 1
         }
-        guard !firstChunks.isEmpty else { throw .corrupt("stsc is empty") }
+        guard stscCount > 0 else { throw .corrupt("stsc is empty") }
 
-        // Per-sample offsets, each checked against the file size.
-        var offsets: [UInt64] = []
-        offsets.reserveCapacity(sizes.isEmpty ? min(sampleCount, 1 << 16) : sampleCount)  // uniform: grow as validated
+        // Every sample, checked against the file size; checkpoints for random access.
+        let stride = max(1024, (sampleCount + Int(chunkCount)) / maxCheckpoints + 1)
+        var positions: [Position] = []
         var maxSize: UInt32 = 0
         var run = 0
-        var sample = 0
-        chunkLoop: for chunk in 0..<chunkOffsets.count {
-            while run + 1 < firstChunks.count, firstChunks[run + 1] <= chunk { run += 1 }
-            var offset = chunkOffsets[chunk]
-            var inChunk: UInt32 = 0
-            while inChunk < perChunk[run] {
-                guard sample < sampleCount else { break chunkLoop }
-                let size = sizes.isEmpty ? uniformSize : sizes[sample]
-                let (end, overflow) = offset.addingReportingOverflow(UInt64(size))
-                guard !overflow, end <= fileSize else {
-                    throw .truncated("sample \(sample) (offset \(offset), \(size) bytes) extends past the end of the file (\(fileSize) bytes)")
-                }
-                offsets.append(offset)
-                maxSize = max(maxSize, size)
-                offset = end
-                sample += 1
-                inChunk += 1
+        var perChunk: UInt32 = 0
+        var nextRunChunk = 0  // 0-based chunk where stsc entry `run + 1` starts (Int.max: none)
+        sample = 0
+        var chunk = 0
+        while chunk < Int(chunkCount), sample < sampleCount {
+            if chunk == 0 || chunk >= nextRunChunk {
+                if chunk > 0 { run += 1 }
+                perChunk = try stscEntry(stscWindow, stscBox.extent, run).1
+                nextRunChunk = run + 1 < stscCount ? Int(try stscEntry(stscWindow, stscBox.extent, run + 1).0) - 1 : Int.max
             }
+            let offset = try chunkOffset(chunkWindow, chunkBox.extent, wide: wide, chunk)
+            let inChunk = min(Int(perChunk), sampleCount - sample)
+            if positions.isEmpty || sample - positions[positions.count - 1].sample >= stride
+                || chunk - positions[positions.count - 1].chunk >= stride {
+                positions.append(Position(sample: sample, chunk: chunk, stsc: run, chunkFirstSample: sample, offset: offset))
+            }
+            switch sizes {
+            case .uniform(let size):
+                let (bytes, overflow) = UInt64(inChunk).multipliedReportingOverflow(by: UInt64(size))
+                let (end, overflow2) = offset.addingReportingOverflow(bytes)
+                if overflow || overflow2 || end > fileSize {
+                    let fits = offset < fileSize ? Int((fileSize - offset) / UInt64(size)) : 0
+                    throw .truncated("sample \(sample + fits) (offset \(offset &+ UInt64(fits) &* UInt64(size)), \(size) bytes) extends past the end of the file (\(fileSize) bytes)")
+                }
+                if inChunk > 0 { maxSize = size }
+            default:
+                var at = offset
+                for index in sample..<(sample + inChunk) {
+                    let size = try Self.size(sizes, of: index)
+                    let (end, overflow) = at.addingReportingOverflow(UInt64(size))
+                    guard !overflow, end <= fileSize else {
+                        throw .truncated("sample \(index) (offset \(at), \(size) bytes) extends past the end of the file (\(fileSize) bytes)")
+                    }
+                    if index - positions[positions.count - 1].sample >= stride {
+                        positions.append(Position(sample: index, chunk: chunk, stsc: run, chunkFirstSample: sample, offset: at))
+                    }
+                    maxSize = max(maxSize, size)
+                    at = end
+                }
+            }
+            guard maxSize <= MP4File.maxSampleSize else {
+                throw .corrupt("an AAC frame of \(maxSize) bytes (the largest possible is under \(MP4File.maxSampleSize >> 10) KiB)")
+            }
+            sample += inChunk
+            chunk += 1
         }
         guard sample == sampleCount else {
             throw .corrupt("stsc/stco place only \(sample) of \(sampleCount) samples in chunks")
         }
-        return Table(sampleCount: sampleCount, totalDuration: time, maxSampleSize: maxSize, offsets: offsets,
-                     sizes: sizes, uniformSize: uniformSize, runs: runs)
+        return MP4SampleTable(
+            sampleCount: sampleCount, totalDuration: time, maxSampleSize: maxSize, sizes: sizes,
+            chunks: chunkWindow, chunkExtent: chunkBox.extent, wideChunks: wide, chunkCount: Int(chunkCount),
+            stsc: stscWindow, stscExtent: stscBox.extent, stscCount: stscCount,
+            stts: sttsWindow, sttsExtent: sttsBox.extent, sttsCount: usedRuns,
+            positions: positions, timeMarks: timeMarks)
+    }
+
+    // MARK: lookups
+
+    /// The last element of a sorted array whose key is ≤ `value` (the first when none is).
+    private static func lastIndex<T>(in array: [T], atMost value: UInt64, key: (T) -> UInt64) -> Int {
+        var low = 0
+        var high = array.count - 1
+        while low < high {
+            let mid = low + (high - low + 1) / 2
+            if key(array[mid]) <= value { low = mid } else { high = mid - 1 }
+        }
+        return low
+    }
+
+    func sample(at index: Int) throws(MP4Error) -> (offset: UInt64, size: UInt32) {
+        guard index >= 0, index < sampleCount, !positions.isEmpty else { return (0, 0) }
+        var position = positions[Self.lastIndex(in: positions, atMost: UInt64(index)) { UInt64($0.sample) }]
+        if let cursor, cursor.sample <= index, cursor.sample >= position.sample { position = cursor }
+        // Forward to the chunk that holds `index`, then to the sample. Every step stays
+        // within what `build` checked, so nothing overflows.
+        while true {
+            let inChunk = min(Int(try Self.stscEntry(stsc, stscExtent, position.stsc).1), sampleCount - position.chunkFirstSample)
+            let chunkEnd = position.chunkFirstSample + inChunk
+            if index < chunkEnd { break }
+            position.chunk += 1
+            guard position.chunk < chunkCount else { return (0, 0) }  // cannot happen after build
+            while position.stsc + 1 < stscCount,
+                  Int(try Self.stscEntry(stsc, stscExtent, position.stsc + 1).0) - 1 <= position.chunk {
+                position.stsc += 1
+            }
+            position.chunkFirstSample = chunkEnd
+            position.sample = chunkEnd
+            position.offset = try Self.chunkOffset(chunks, chunkExtent, wide: wideChunks, position.chunk)
+        }
+        switch sizes {
+        case .uniform(let size):
+            position.offset += UInt64(index - position.sample) * UInt64(size)
+        default:
+            for i in position.sample..<index { position.offset += UInt64(try Self.size(sizes, of: i)) }
+        }
+        position.sample = index
+        cursor = position
+        return (position.offset, try Self.size(sizes, of: index))
+    }
+
+    /// Calls `body` with each stts run (first sample, start time, samples taken, delta) from
+    /// the time mark at `mark` on, until it returns a value.
+    private func walkRuns<R>(from mark: TimeMark, _ body: (Int, UInt64, Int, UInt32) -> R?) throws(MP4Error) -> R? {
+        var sample = mark.firstSample
+        var time = mark.startTime
+        var entry = mark.entry
+        while entry < sttsCount, sample < sampleCount {
+            let (count, delta) = try Self.sttsEntry(stts, sttsExtent, entry)
+            entry += 1
+            guard count > 0 else { continue }
+            let taken = min(Int(count), sampleCount - sample)
+            if let result = body(sample, time, taken, delta) { return result }
+            time += UInt64(taken) * UInt64(delta)  // ≤ totalDuration, checked by build
+            sample += taken
+        }
+        return nil
+    }
+
+    private func mark(containingSample index: Int) -> TimeMark {
+        timeMarks[Self.lastIndex(in: timeMarks, atMost: UInt64(index)) { UInt64($0.firstSample) }]
+    }
+
+    func duration(ofSample index: Int) throws(MP4Error) -> UInt32 {
+        guard index >= 0, index < sampleCount, !timeMarks.isEmpty else { return 0 }
+        return try walkRuns(from: mark(containingSample: index)) { first, _, taken, delta in
+            index < first + taken ? delta : nil
+        } ?? 0
+    }
+
+    func decodeTime(ofSample index: Int) throws(MP4Error) -> UInt64 {
+        guard index > 0 else { return 0 }
+        guard index < sampleCount, !timeMarks.isEmpty else { return totalDuration }
+        return try walkRuns(from: mark(containingSample: index)) { first, start, taken, delta in
+            index < first + taken ? start + UInt64(index - first) * UInt64(delta) : nil
+        } ?? totalDuration
+    }
+
+    func sampleIndex(atTime time: UInt64) throws(MP4Error) -> Int {
+        guard time < totalDuration, !timeMarks.isEmpty else { return sampleCount }
+        let mark = timeMarks[Self.lastIndex(in: timeMarks, atMost: time) { $0.startTime }]
+        return try walkRuns(from: mark) { first, start, taken, delta in
+            let span = UInt64(taken) * UInt64(delta)
+            guard time < start + span else { return nil }  // zero-length runs hold no time
+            return first + Int((time - start) / UInt64(delta))
+        } ?? sampleCount
     }
 }

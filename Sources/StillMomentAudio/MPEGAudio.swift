@@ -1,6 +1,10 @@
+// MPEGAudio.swift — MPEG audio frame headers, Xing/LAME tags, ID3v2 skipping, and a scan
+// for joined streams.
 /// MPEG audio frame headers (MPEG 1, 2 and 2.5, layers 1 to 3), the Xing/Info and LAME
-/// tags, and ID3v2 skipping: enough to recognise MPEG audio by its content and to catch
-/// a file that is cut short. libmpg123 does the decoding.
+/// tags, and ID3v2 skipping: enough to recognise MPEG audio by its content, to catch a file
+/// that is cut short, and to find streams joined into one file (a second stream after the
+/// first one's Xing length, or a change of sample rate or channels). libmpg123 does the
+/// decoding.
 public struct MPEGFrameHeader: Equatable, Sendable {
     public enum Version: Sendable { case mpeg1, mpeg2, mpeg25 }
     public let version: Version
@@ -159,5 +163,101 @@ public struct MPEGProbe: Sendable {
         }
         return MPEGProbe(firstFrameOffset: offset, header: h, declaredFrames: frames, declaredBytes: bytes,
                          encoderDelay: delay, encoderPadding: padding)
+    }
+}
+
+/// A walk over the frame headers of a whole MPEG audio file.
+public enum MPEGScan {
+    /// Where the stream's format changes: the first frame whose sample rate or channel count
+    /// differs from the stream's first frame (confirmed by a second header right after it),
+    /// and the time of that frame in seconds.
+    public struct Change: Equatable, Sendable {
+        public let offset: UInt64
+        public let from: MPEGFrameHeader
+        public let to: MPEGFrameHeader
+        public let seconds: Double
+    }
+
+    /// Finds the first change of sample rate or channel count after `probe`'s first frame.
+    /// Reads the file once, sequentially, in 64-KiB blocks; bytes that are not a frame (tags,
+    /// garbage) are skipped the way a decoder resyncs.
+    public static func firstFormatChange(_ file: AudioFile, probe: MPEGProbe) throws(AudioError) -> Change? {
+        let first = probe.header
+        var reader = BlockReader(file: file)
+        var offset = probe.firstFrameOffset
+        var seconds = 0.0
+        while offset + 4 <= file.size {
+            let head = Array(try reader.bytes(at: offset, count: 10))
+            guard head.count >= 4 else { break }
+            if head[0] == 0x49, head[1] == 0x44, head[2] == 0x33 {  // "ID3": a joined stream's tag
+                let length = MPEGProbe.id3v2Length(head)
+                if length > 0 { offset += UInt64(length); continue }
+            }
+            guard head[0] == 0xFF, let header = MPEGFrameHeader(head[0], head[1], head[2], head[3]),
+                  header.frameLength > 0 else {
+                offset += 1
+                continue
+            }
+            let next = offset + UInt64(header.frameLength)
+            let after = Array(try reader.bytes(at: next, count: 4))
+            let confirmed: Bool
+            if after.count < 4 {
+                confirmed = next >= file.size
+            } else if let h2 = MPEGFrameHeader(after[0], after[1], after[2], after[3]) {
+                confirmed = h2.sampleRate == header.sampleRate && h2.channels == header.channels
+            } else {
+                confirmed = false
+            }
+            guard confirmed else {
+                offset += 1
+                continue
+            }
+            if header.sampleRate != first.sampleRate || header.channels != first.channels {
+                return Change(offset: offset, from: first, to: header, seconds: seconds)
+            }
+            seconds += Double(header.samplesPerFrame) / Double(header.sampleRate)
+            offset = next
+        }
+        return nil
+    }
+
+    /// Whether another MPEG stream follows the one a Xing/Info tag describes (two files
+    /// joined with `cat`): a confirmed frame within 4 KiB after the declared end.
+    public static func continuesAfterXingLength(_ file: AudioFile, probe: MPEGProbe) throws(AudioError) -> Bool {
+        guard let declared = probe.declaredBytes, declared > 0 else { return false }
+        let end = probe.firstFrameOffset + UInt64(declared)
+        guard end < file.size else { return false }
+        let window = try file.read(at: end, count: 4096 + 4096)
+        var i = 0
+        while i + 4 <= min(window.count, 4096) {
+            if window[i] == 0xFF, let h = MPEGFrameHeader(window[i], window[i + 1], window[i + 2], window[i + 3]) {
+                let next = i + h.frameLength
+                if next + 4 <= window.count,
+                   let h2 = MPEGFrameHeader(window[next], window[next + 1], window[next + 2], window[next + 3]),
+                   h2.version == h.version, h2.layer == h.layer, h2.sampleRate == h.sampleRate {
+                    return true
+                }
+            }
+            i += 1
+        }
+        return false
+    }
+
+    /// Sequential reads of small pieces through one 64-KiB block.
+    private struct BlockReader {
+        let file: AudioFile
+        var base: UInt64 = 0
+        var block: [UInt8] = []
+
+        init(file: AudioFile) { self.file = file }
+
+        mutating func bytes(at offset: UInt64, count: Int) throws(AudioError) -> ArraySlice<UInt8> {
+            if offset < base || offset + UInt64(count) > base + UInt64(block.count) {
+                block = try file.read(at: offset, count: max(65536, count))
+                base = offset
+            }
+            let start = Int(offset - base)
+            return block[start..<min(block.count, start + count)]
+        }
     }
 }

@@ -1,5 +1,6 @@
 // libFuzzer harness for MPEG audio recognition (Sources/StillMomentAudio/MPEGAudio.swift):
-// frame-header parsing, ID3v2 skipping and the Xing/Info + LAME tag. Built by fuzz/run.sh
+// frame-header parsing, ID3v2 skipping, the Xing/Info + LAME tag and the scans for joined
+// streams (MPEGScan). Built by fuzz/run.sh
 // together with the real MPEGAudio.swift, AudioFile.swift, AudioError.swift and
 // Buffers.swift (one module, nothing added to Sources/).
 //
@@ -55,6 +56,9 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         if let p = try MPEGProbe.probe(file) {
             consume((p.firstFrameOffset, p.header, p.declaredFrames, p.declaredBytes,
                      p.encoderDelay, p.encoderPadding, p.header.frameLength))
+            // 3. The scans for joined streams (a second stream, a change of format).
+            consume(try MPEGScan.continuesAfterXingLength(file, probe: p))
+            consume(try MPEGScan.firstFormatChange(file, probe: p))
         }
     } catch {
         consume(error.description)

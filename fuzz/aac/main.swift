@@ -1,0 +1,76 @@
+// libFuzzer harness for the AAC decoder's set-up on what the MP4 demuxer returns
+// (Sources/StillMomentAudio/AACDecoder.swift + MP4Demuxer.swift, with libfaad2). Built by
+// fuzz/run.sh together with the real sources (one module, nothing added to Sources/).
+//
+// The input is written to a memfd (an anonymous in-memory file reached through
+// /proc/self/fd/N) and opened as an AACDecoder: demuxing, the trim arithmetic (edit list,
+// iTunSMPB, timescales, rate factor), libfaad2's configuration and first frame. When it
+// opens, a few reads and seeks (0, the middle, the end, past both ends) run. It must throw
+// AudioError or work; never trap, hang or allocate with a declared size.
+
+import Glibc
+
+@inline(never)
+func consume<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
+private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
+
+/// One memfd for the whole run, rewritten for each input.
+private let memfd: Int32 = {
+    // memfd_create is not exported by the Glibc Swift module; look it up at run time.
+    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else {
+        fatalError("memfd_create not available")
+    }
+    let fd = unsafeBitCast(sym, to: MemfdCreate.self)("stillmoment-fuzz-aac", 1 /* MFD_CLOEXEC */)
+    guard fd >= 0 else { fatalError("memfd_create failed: errno \(errno)") }
+    return fd
+}()
+private let memfdPath = "/proc/self/fd/\(memfd)"
+
+private func store(_ data: UnsafePointer<UInt8>?, _ size: Int) {
+    guard ftruncate(memfd, 0) == 0 else { fatalError("ftruncate failed: errno \(errno)") }
+    var done = 0
+    while done < size, let data {
+        let n = pwrite(memfd, data + done, size - done, off_t(done))
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { fatalError("pwrite failed: errno \(errno)") }
+        done += n
+    }
+}
+
+private var buffer = [Float](repeating: 0, count: 4096 * 8)
+
+/// Reads at most `frames` frames in a few calls.
+private func readSome(_ decoder: AACDecoder, frames: Int) throws(AudioError) {
+    var left = frames
+    while left > 0 {
+        let n = try buffer.withStorage { (buf) throws(AudioError) -> Int in
+            guard let base = buf.baseAddress else { return 0 }
+            return try decoder.read(into: base, frames: min(left, 4096))
+        }
+        if n == 0 { return }
+        left -= n
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    store(data, size)
+    do {
+        let decoder = try AACDecoder(file: try AudioFile(path: memfdPath))
+        let total = decoder.totalFrames ?? 0
+        precondition(total >= 0, "negative length \(total)")
+        precondition(decoder.track.tableMemory <= 1 << 20, "the sample table holds \(decoder.track.tableMemory) bytes")
+        consume((decoder.format, decoder.tags.title, decoder.track.priming, decoder.track.validDuration))
+        try readSome(decoder, frames: 8192)
+        for target in [total / 2, total &- 100, total, Int64.max, Int64.min, -1, 0] {
+            try decoder.seek(toFrame: target)
+            try readSome(decoder, frames: 2048)
+        }
+    } catch {
+        consume(error.description)  // every error message must render too
+    }
+    return 0
+}
