@@ -130,7 +130,8 @@ public final class AACDecoder: AudioDecoder {
             trimEnd = untrimmed
         }
         totalFrames = max(0, trimEnd - trimStart)
-        pending = [Float](repeating: 0, count: Int(clamping: info.samples) * 2 + 4096)
+        // faad gives at most 2048 frames of 64 channels; anything more is not trusted for sizing.
+        pending = [Float](repeating: 0, count: min(Int(clamping: info.samples), 1 << 17) * 2 + 4096)
         try restart(at: 0, position: trimStart)
     }
 
@@ -214,7 +215,7 @@ public final class AACDecoder: AudioDecoder {
         }
         nextSample += 1
         let channels = max(1, Int(info.channels))
-        let frames = Int(info.samples) / channels
+        let frames = min(Int(clamping: info.samples), 1 << 20) / channels
         if pendingCount > 0 { pendingFrame += Int64(pendingCount) }
         pendingCount = 0
         guard let out, frames > 0 else { return true }
