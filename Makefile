@@ -42,6 +42,7 @@ test: deps-test
 	$(SWIFT) test
 	bash Tests/cli/library-faults.sh
 	python3 Tests/cli/cli-tests.py
+	python3 Tests/cli/practice-tests.py
 	python3 Tests/cli/daemon-tests.py
 
 bench: deps-bench release

@@ -77,7 +77,18 @@ final class SessionHost {
     init(store: LibraryStore, log: Logger) {
         self.store = store
         self.log = log
+        practice = PracticeLog(store: store)
+        // Sessions that died with the last daemon are closed with what was heard.
+        do {
+            let closed = try practice.closeInterrupted()
+            if closed > 0 { log.info("closed \(closed) practice-log entr\(closed == 1 ? "y" : "ies") of sessions that ended with the last daemon") }
+        } catch {
+            log.error("cannot read the practice log: \(error.description)")
+        }
     }
+
+    /// Where heard sessions are recorded (by their runner).
+    let practice: PracticeLog
 
     var isIdle: Bool { active == nil }
 
@@ -175,7 +186,7 @@ final class SessionHost {
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog,
                                        output: .device(DeviceConfiguration(name: configuration.device)))
-            runner = try SessionRunner(session)
+            runner = try SessionRunner(session, log: practice)
         } catch {
             coordinator.release(.timer)
             throw ProtocolError(error)
@@ -222,7 +233,7 @@ final class SessionHost {
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
                                             preparation: preparation, from: from)
             }
-            runner = try SessionRunner(session)
+            runner = try SessionRunner(session, log: practice)
         } catch {
             coordinator.release(source)
             throw ProtocolError(error)
@@ -291,9 +302,13 @@ final class SessionHost {
     private var lastPositionSave: (session: Int, at: Int64, position: Int64)?
 
     private func savePositionPeriodically(_ s: HostedSession) {
-        guard case .guided(let g, _) = s.kind, s.source == .guided else { return }
         let now = Self.monotonicMilliseconds()
         if let last = lastPositionSave, last.session == s.id, now - last.at < Self.positionSaveInterval { return }
+        s.runner.checkpoint()
+        guard case .guided(let g, _) = s.kind, s.source == .guided else {
+            lastPositionSave = (s.id, now, 0)
+            return
+        }
         let position = g.filePosition
         if let last = lastPositionSave, last.session == s.id, last.position == position {
             lastPositionSave = (s.id, now, position)   // paused: nothing new to write

@@ -111,7 +111,7 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     let view = TerminalView(interactive: interactive)
     defer { view.restore() }
     let runner: SessionRunner
-    do { runner = try SessionRunner(session, rendered: rendering != nil) } catch { throw Console.fail(error) }
+    do { runner = try SessionRunner(session, rendered: rendering != nil, log: PracticeLog(store: store)) } catch { throw Console.fail(error) }
     defer { runner.finish() }
     let m = session.meditation
     let total = m.trimEnd ?? m.durationMilliseconds
@@ -128,8 +128,9 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     while true {
         let s = session.engine.state
         // Saved every few seconds while it plays: a crash or a kill loses only that much.
-        if savePosition, SessionClock.milliseconds() - lastSave.at >= 5_000 {
-            if session.filePosition != lastSave.position { try? session.savePosition() }
+        if SessionClock.milliseconds() - lastSave.at >= 5_000 {
+            runner.checkpoint()
+            if savePosition, session.filePosition != lastSave.position { try? session.savePosition() }
             lastSave = (SessionClock.milliseconds(), session.filePosition)
         }
         if s == .finished || s == .stopped || s == .failed { break }

@@ -138,7 +138,9 @@ struct TimerRunner {
         defer { view.restore() }
         let runner: SessionRunner
         do {
-            runner = try SessionRunner(session, rendered: renderingTo != nil)
+            // A sit in this process is practice too (a render is not): it goes in the log.
+            let log = renderingTo == nil ? (try? LibraryStore()).map(PracticeLog.init) : nil
+            runner = try SessionRunner(session, rendered: renderingTo != nil, log: log)
         } catch {
             view.restore()
             Console.err("error: \(error.description)")
@@ -151,7 +153,12 @@ struct TimerRunner {
         }
         var lastState: TimerState?
         var lastPaused = false
+        var lastCheckpoint = SessionClock.milliseconds()
         while true {
+            if SessionClock.milliseconds() - lastCheckpoint >= 5_000 {
+                runner.checkpoint()
+                lastCheckpoint = SessionClock.milliseconds()
+            }
             let engineState = session.engine.state
             if engineState == .finished || engineState == .stopped || engineState == .failed { break }
             if let sig = signals.received {

@@ -163,6 +163,7 @@ public final class LibraryStore: Sendable {
                 t.column("dateAdded", .datetime).notNull()
             }
         }
+        m.registerMigration("v2-practice", migrate: PracticeLog.createTables)
         return m
     }
 

@@ -125,6 +125,8 @@ public final class GuidedSession: Session {
     // MARK: Session
 
     public var summary: String { meditation.name }
+    public var meditationID: String? { meditation.id }
+    public var teacher: String? { meditation.teacher.isEmpty ? nil : meditation.teacher }
     public func fadeOut(seconds: Double) { engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate))) }
     public var isOver: Bool { [.finished, .stopped, .failed].contains(engine.state) }
     public var playedToEnd: Bool { engine.state == .finished && position >= total }

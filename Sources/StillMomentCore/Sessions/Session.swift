@@ -66,9 +66,15 @@ public protocol Session: AnyObject, Sendable {
     func waitUntilOver(timeout seconds: Double)
     /// Releases the output (the device is free afterwards).
     func close()
+    /// The meditation and its teacher, for a guided meditation.
+    var meditationID: String? { get }
+    var teacher: String? { get }
 }
 
 extension Session {
+    public var meditationID: String? { nil }
+    public var teacher: String? { nil }
+
     /// Fades out, waits until the fade is over and releases the output.
     public func stop(fade seconds: Double) {
         fadeOut(seconds: seconds)

@@ -6,11 +6,15 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 
-/// What a session was, when it has ended: what later issues keep as the practice log.
+/// What a session was, when it has ended: what the practice log keeps.
 public struct SessionRecord: Codable, Sendable, Equatable {
+    public var id: String
     public var kind: SessionKind
-    /// What was asked (a timer's length and options, a meditation's name).
+    /// What was asked (a timer's length, a meditation's name).
     public var summary: String
+    public var meditationID: String?
+    public var teacher: String?
+    public var preset: String?
     /// When it started (wall clock) and the offset from UTC there, in seconds.
     public var start: Date
     public var utcOffset: Int
@@ -19,23 +23,61 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var endReason: EndReason
     /// Rendered to a file: not practice (nothing was heard).
     public var rendered: Bool
+    public var scheduled: Bool
+
+    /// The practice-log entry of this record.
+    public var entry: PracticeEntry {
+        PracticeEntry(id: id, kind: kind, name: preset ?? summary, meditationID: meditationID, teacher: teacher,
+                      preset: preset, start: LocalTime(unix: Int64(start.timeIntervalSince1970), utcOffset: utcOffset),
+                      plannedMilliseconds: plannedMilliseconds, heardMilliseconds: heardMilliseconds,
+                      endReason: endReason.name, scheduled: scheduled)
+    }
 }
 
 public final class SessionRunner: Sendable {
     public let session: any Session
     public let rendered: Bool
+    public let id: String
     private let startedAt: Date
+    private let preset: String?
+    private let scheduled: Bool
+    /// Where heard sessions are logged: none for renders and previews.
+    private let log: PracticeLog?
     private let state = Mutex<(ending: EndReason?, record: SessionRecord?)>((nil, nil))
     private let onEnd: @Sendable (SessionRecord) -> Void
 
-    /// Starts `session`; `onEnd` runs once, on the thread that ends it.
-    public init(_ session: any Session, rendered: Bool = false,
-                onEnd: @escaping @Sendable (SessionRecord) -> Void = { _ in }) throws(CoreError) {
+    /// Starts `session`; `onEnd` runs once, on the thread that ends it. With `log`, a
+    /// session that is heard (not a render, not a preview) is in the practice log from
+    /// its start (an open entry) to its end.
+    public init(_ session: any Session, rendered: Bool = false, log: PracticeLog? = nil, preset: String? = nil,
+                scheduled: Bool = false, onEnd: @escaping @Sendable (SessionRecord) -> Void = { _ in }) throws(CoreError) {
         self.session = session
         self.rendered = rendered
         self.onEnd = onEnd
+        self.preset = preset
+        self.scheduled = scheduled
+        self.log = rendered || session.kind == .preview ? nil : log
+        id = UUID().uuidString.lowercased()
         startedAt = Date()
         try session.start()
+        if let log = self.log {
+            // The log never stops a sit: a full disk is the log's loss, said in the daemon's log.
+            try? log.open(record(reason: .stopped).entry)
+        }
+    }
+
+    /// Notes what was heard so far in the open log entry (every few seconds, by whoever
+    /// drives the session).
+    public func checkpoint() {
+        guard let log, state.withLock({ $0.record == nil }) else { return }
+        try? log.update(id: id, heardMilliseconds: session.heardMilliseconds)
+    }
+
+    private func record(reason: EndReason) -> SessionRecord {
+        SessionRecord(id: id, kind: session.kind, summary: session.summary, meditationID: session.meditationID,
+                      teacher: session.teacher, preset: preset, start: startedAt, utcOffset: Self.utcOffset(at: startedAt),
+                      plannedMilliseconds: session.plannedMilliseconds, heardMilliseconds: session.heardMilliseconds,
+                      endReason: reason, rendered: rendered, scheduled: scheduled)
     }
 
     /// Records why the session is ending, before it is over (the first reason wins:
@@ -64,16 +106,14 @@ public final class SessionRunner: Sendable {
         var reason = state.withLock { $0.ending } ?? (session.playedToEnd ? .completed : .stopped)
         if let first = errors.first { reason = .failed(first.description) }
         session.close()
-        let offset = Self.utcOffset(at: startedAt)
-        let record = SessionRecord(kind: session.kind, summary: session.summary, start: startedAt, utcOffset: offset,
-                                   plannedMilliseconds: session.plannedMilliseconds,
-                                   heardMilliseconds: session.heardMilliseconds, endReason: reason, rendered: rendered)
+        let record = record(reason: reason)
         let first = state.withLock { s -> Bool in
             if s.record != nil { return false }
             s.record = record
             return true
         }
         guard first else { return state.withLock { $0.record } ?? record }
+        if let log { try? log.close(id: id, heardMilliseconds: record.heardMilliseconds, reason: reason.name) }
         session.ended(record)
         onEnd(record)
         return record

@@ -1,0 +1,132 @@
+/// The private practice log, in the catalog database: one row per session that was
+/// heard, written by the session runner when it ends. A session that is still playing
+/// has an open row (its heard time updated every few seconds), so a sit that dies with
+/// its daemon is closed at the next start with what was heard until then.
+import FoundationEssentials
+import Glibc
+import GRDB
+
+public struct PracticeLog: Sendable {
+    public let store: LibraryStore
+
+    public init(store: LibraryStore) { self.store = store }
+
+    static func createTables(_ db: Database) throws {
+        try db.create(table: "practice") { t in
+            t.primaryKey("id", .text)
+            t.column("kind", .text).notNull()
+            t.column("name", .text).notNull()
+            t.column("meditationID", .text)
+            t.column("teacher", .text)
+            t.column("preset", .text)
+            t.column("startUnix", .integer).notNull()
+            t.column("utcOffset", .integer).notNull()
+            t.column("planned", .integer).notNull()
+            t.column("heard", .integer).notNull()
+            t.column("sections", .text)
+            t.column("endReason", .text)              // NULL while the session plays
+            t.column("scheduled", .boolean).notNull().defaults(to: false)
+        }
+        try db.create(index: "practice_start", on: "practice", columns: ["startUnix"])
+    }
+
+    // MARK: writing
+
+    /// Opens a row for a session that starts now (closed by `close`).
+    public func open(_ e: PracticeEntry) throws(CoreError) {
+        try store.write { db in try Self.insert(e, open: true, db) }
+    }
+
+    /// Updates what an open session has been heard so far.
+    public func update(id: String, heardMilliseconds: Int64) throws(CoreError) {
+        try store.write { db in
+            try db.execute(sql: "UPDATE practice SET heard = ? WHERE id = ? AND endReason IS NULL",
+                           arguments: [heardMilliseconds, id])
+        }
+    }
+
+    /// Closes a session's row with what was heard and why it ended. A session not heard
+    /// at all (nothing after its preparation) leaves no entry.
+    public func close(id: String, heardMilliseconds: Int64, reason: String) throws(CoreError) {
+        try store.write { db in
+            if heardMilliseconds <= 0 {
+                try db.execute(sql: "DELETE FROM practice WHERE id = ? AND endReason IS NULL", arguments: [id])
+            } else {
+                try db.execute(sql: "UPDATE practice SET heard = ?, endReason = ? WHERE id = ?",
+                               arguments: [heardMilliseconds, reason, id])
+            }
+        }
+    }
+
+    /// Closes the rows of sessions that died with their process (at a daemon's start):
+    /// what was heard until the last update, ended as `failed`. Returns how many.
+    @discardableResult
+    public func closeInterrupted() throws(CoreError) -> Int {
+        try store.write { db in
+            try db.execute(sql: "DELETE FROM practice WHERE endReason IS NULL AND heard <= 0")
+            try db.execute(sql: "UPDATE practice SET endReason = 'failed' WHERE endReason IS NULL")
+            return db.changesCount
+        }
+    }
+
+    /// Adds finished entries (an import); entries whose id is there already are skipped.
+    /// Returns how many were added.
+    public func add(_ entries: [PracticeEntry]) throws(CoreError) -> Int {
+        try store.write { db in
+            var added = 0
+            for e in entries {
+                let exists = try Int.fetchOne(db, sql: "SELECT count(*) FROM practice WHERE id = ?", arguments: [e.id]) ?? 0
+                if exists == 0 {
+                    try Self.insert(e, open: false, db)
+                    added += 1
+                }
+            }
+            return added
+        }
+    }
+
+    public func delete(id: String) throws(CoreError) -> Bool {
+        try store.write { db in
+            try db.execute(sql: "DELETE FROM practice WHERE id = ? AND endReason IS NOT NULL", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    static func insert(_ e: PracticeEntry, open: Bool, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO practice (id, kind, name, meditationID, teacher, preset, startUnix, utcOffset, planned, heard,
+                                  sections, endReason, scheduled)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [e.id, e.kind.rawValue, e.name, e.meditationID, e.teacher, e.preset, e.start.unix,
+                             e.start.utcOffset, e.plannedMilliseconds, e.heardMilliseconds, e.sections,
+                             open ? nil : e.endReason, e.scheduled])
+    }
+
+    // MARK: reading
+
+    /// Ended entries, oldest first, within [since, until] (local days, inclusive).
+    public func entries(since: CivilDate? = nil, until: CivilDate? = nil, limit: Int? = nil) throws(CoreError) -> [PracticeEntry] {
+        let all = try store.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM practice WHERE endReason IS NOT NULL ORDER BY startUnix, id")
+                .compactMap(Self.entry)
+        }
+        var list = all.filter { e in
+            (since.map { e.day >= $0 } ?? true) && (until.map { e.day <= $0 } ?? true)
+        }
+        if let limit, list.count > limit { list = Array(list.suffix(limit)) }
+        return list
+    }
+
+    static func entry(_ row: Row) -> PracticeEntry? {
+        func text(_ c: String) -> String? { String.fromDatabaseValue(row[c] ?? .null) }
+        func int(_ c: String) -> Int64? { Int64.fromDatabaseValue(row[c] ?? .null) }
+        guard let id = text("id"), let kind = text("kind").flatMap(SessionKind.init(rawValue:)), let name = text("name"),
+              let start = int("startUnix"), let offset = int("utcOffset"), abs(offset) <= 18 * 3600,
+              let planned = int("planned"), let heard = int("heard"), let reason = text("endReason")
+        else { return nil }
+        return PracticeEntry(id: id, kind: kind, name: name, meditationID: text("meditationID"), teacher: text("teacher"),
+                             preset: text("preset"), start: LocalTime(unix: start, utcOffset: Int(offset)),
+                             plannedMilliseconds: planned, heardMilliseconds: heard, sections: text("sections"),
+                             endReason: reason, scheduled: (int("scheduled") ?? 0) != 0)
+    }
+}

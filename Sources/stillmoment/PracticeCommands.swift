@@ -1,0 +1,186 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import StillMomentCore
+
+/// `history` and `stats`: the private practice log, in plain numbers.
+struct HistoryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "The practice log: every sit and guided meditation that was heard.",
+        discussion: "Renders and previews are not practice and are not logged. CSV columns: \(PracticeExport.columns.joined(separator: ", ")).",
+        subcommands: [List.self, Delete.self, Import.self],
+        defaultSubcommand: List.self)
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the log (the default).")
+        @Option(help: "From this day on (YYYY-MM-DD).") var since: String?
+        @Option(help: "Up to this day (YYYY-MM-DD).") var until: String?
+        @Option(help: "Only the last N entries.") var limit: Int?
+        @Flag(help: "Print JSON.") var json = false
+        @Flag(help: "Print CSV (RFC 4180, UTF-8).") var csv = false
+
+        func run() throws {
+            if json && csv { throw Console.fail(CoreError.badRequest("--json and --csv exclude each other")) }
+            let since = try day(self.since, "--since"), until = try day(self.until, "--until")
+            if let limit, limit < 1 || limit > 1_000_000 {
+                throw Console.fail(CoreError.badValue(option: "--limit", reason: "\(limit) is not from 1 to 1000000"))
+            }
+            let store = try openStore()
+            let entries: [PracticeEntry]
+            do { entries = try PracticeLog(store: store).entries(since: since, until: until, limit: limit) } catch {
+                throw Console.fail(error)
+            }
+            if csv {
+                var text = PracticeExport.csv(entries)
+                text.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
+                return
+            }
+            if json {
+                Console.out(jsonText(PracticeExport.json(entries)))
+                return
+            }
+            let de = Language.current == .de
+            if entries.isEmpty {
+                Console.out(de ? "noch nichts im Übungsprotokoll" : "nothing in the practice log yet")
+                return
+            }
+            for e in entries {
+                let heard = TimeText.clock(e.heardMilliseconds), planned = TimeText.clock(e.plannedMilliseconds)
+                Console.out("\(e.id.prefix(8))  \(PracticeText.when(e.start))  \(heard) / \(planned)  \(PracticeText.reason(e.endReason))  \(e.name)\(e.teacher.map { " – \($0)" } ?? "")\(e.scheduled ? (de ? "  (geplant)" : "  (scheduled)") : "")")
+            }
+        }
+    }
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete a mistaken entry.")
+        @Argument(help: "The entry's id (or a unique prefix, as `history` shows it).") var id: String
+
+        func run() throws {
+            let store = try openStore()
+            do throws(CoreError) {
+                let log = PracticeLog(store: store)
+                let key = id.lowercased()
+                let matches = try log.entries().filter { $0.id.hasPrefix(key) }
+                guard matches.count == 1, !key.isEmpty, let entry = matches.first else {
+                    throw matches.isEmpty ? CoreError.badValue(option: "", reason: "no entry '\(id)' in the practice log")
+                                          : CoreError.ambiguous(key: id, matches: matches.map { String($0.id.prefix(8)) })
+                }
+                _ = try log.delete(id: entry.id)
+                Console.out((Language.current == .de ? "gelöscht: " : "deleted: ") + "\(PracticeText.when(entry.start))  \(entry.name)")
+            } catch {
+                throw Console.fail(error)
+            }
+        }
+    }
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "import", abstract: "Take back a log exported with --csv or --json (no duplicates).")
+        @Argument(help: "The exported file.", completion: .file(extensions: ["csv", "json"])) var file: String
+
+        func run() throws {
+            var st = stat()
+            guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): not a readable file"))
+            }
+            guard st.st_size <= 64 << 20 else {
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): larger than 64 MB; not a practice log"))
+            }
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): not UTF-8 text"))
+            }
+            let entries: [PracticeEntry]
+            do { entries = try PracticeExport.read(text) } catch {
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): \(error.description)"))
+            }
+            let store = try openStore()
+            do {
+                let added = try PracticeLog(store: store).add(entries)
+                Console.out(Language.current == .de
+                    ? "\(added) Einträge übernommen, \(entries.count - added) waren schon da"
+                    : "imported \(added) entries; \(entries.count - added) were there already")
+            } catch {
+                throw Console.fail(error)
+            }
+        }
+    }
+}
+
+struct StatsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stats",
+        abstract: "Time sat and number of sits: today, this week, month, year and in all.",
+        discussion: "Plain numbers, no streaks and no badges.")
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let store = try openStore()
+        let entries: [PracticeEntry]
+        do { entries = try PracticeLog(store: store).entries() } catch { throw Console.fail(error) }
+        let s = PracticeStats(entries, today: LocalTime.now().date)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            guard let data = try? encoder.encode(s) else { throw Console.fail(CoreError.io(path: "", reason: "cannot encode the numbers")) }
+            Console.out(String(decoding: data, as: UTF8.self))
+            return
+        }
+        let de = Language.current == .de
+        func line(_ label: String, _ t: PracticeStats.Total) -> String {
+            "\(label.padded(to: 14))\(PracticeText.duration(t.milliseconds).padded(to: 10)) \(t.sits) \(de ? (t.sits == 1 ? "Sitzung" : "Sitzungen") : (t.sits == 1 ? "sit" : "sits"))"
+        }
+        Console.out(line(de ? "heute" : "today", s.today))
+        Console.out(line(de ? "diese Woche" : "this week", s.week))
+        Console.out(line(de ? "dieser Monat" : "this month", s.month))
+        Console.out(line(de ? "dieses Jahr" : "this year", s.year))
+        Console.out(line(de ? "insgesamt" : "in all", s.all))
+        Console.out("\((de ? "Durchschnitt" : "average").padded(to: 14))\(PracticeText.duration(s.averageMilliseconds))")
+        Console.out("\((de ? "längste" : "longest").padded(to: 14))\(PracticeText.duration(s.longestMilliseconds))")
+        let days = de ? ["Mo", "Di", "Mi", "Do", "Fr", "Sa", "So"] : ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        Console.out((de ? "Minuten je Wochentag: " : "minutes per weekday: ")
+            + zip(days, s.minutesByWeekday).map { "\($0) \($1)" }.joined(separator: "  "))
+        for (title, table) in [(de ? "nach Vorlage" : "by preset", s.byPreset), (de ? "nach Lehrer:in" : "by teacher", s.byTeacher)]
+        where !table.isEmpty {
+            Console.out(title)
+            for (name, t) in table.sorted(by: { $0.value.milliseconds > $1.value.milliseconds }) { Console.out("  " + line(name, t)) }
+        }
+    }
+}
+
+/// Dates and reasons in the user's language.
+enum PracticeText {
+    static func when(_ t: LocalTime) -> String {
+        let d = t.date, s = t.secondOfDay
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        let clock = "\(two(s / 3600)):\(two(s / 60 % 60))"
+        return Language.current == .de ? "\(two(d.day)).\(two(d.month)).\(d.year) \(clock)" : "\(d) \(clock)"
+    }
+
+    static func duration(_ ms: Int64) -> String {
+        let minutes = ms / 60_000
+        if minutes == 0 && ms > 0 { return "\(ms / 1000) s" }
+        return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min"
+    }
+
+    static func reason(_ r: String) -> String {
+        guard Language.current == .de else { return r }
+        return ["completed": "beendet", "finished": "abgeschlossen", "stopped": "abgebrochen", "replaced": "ersetzt",
+                "preempted": "unterbrochen", "failed": "fehlgeschlagen"][r] ?? r
+    }
+}
+
+func day(_ text: String?, _ option: String) throws -> CivilDate? {
+    guard let text else { return nil }
+    guard let d = CivilDate(text) else {
+        throw Console.fail(CoreError.badValue(option: option, reason: "'\(text)' is not a date like 2026-11-24"))
+    }
+    return d
+}
+
+/// Encodes a value as one line of JSON (keys sorted).
+func jsonText<T: Encodable>(_ value: T) -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    guard let data = try? encoder.encode(value) else { return "null" }
+    return String(decoding: data, as: UTF8.self)
+}
