@@ -9,6 +9,8 @@ DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev li
 DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 util-linux pulseaudio pulseaudio-utils libasound2-plugins
 DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils
 FUZZ_SECONDS ?= 60
+# The CI-sized fuzz run in `make test`: this many seconds per target.
+FUZZ_CI_SECONDS ?= 30
 TIMING_SECONDS ?= 600
 
 BINDIR := $(PREFIX)/bin
@@ -40,6 +42,7 @@ run: release
 test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	bash fuzz/run.sh $(FUZZ_CI_SECONDS)
 	bash Tests/cli/library-faults.sh
 	python3 Tests/cli/cli-tests.py
 	python3 Tests/cli/practice-tests.py

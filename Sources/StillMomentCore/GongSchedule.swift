@@ -73,7 +73,7 @@ public enum GongSchedule {
         guard !bells.isEmpty else { throw BellError(message: "--bells: no times given") }
         guard bells.count <= maxBells else { throw BellError(message: "--bells: more than \(maxBells) times") }
         var times: [Int64] = []
-        var seen = Set<Int64>()
+        var seen: [Int64: String] = [:]
         for b in bells {
             let shown = (b.fromEnd ? "-" : "") + TimeText.compact(b.milliseconds)
             guard b.milliseconds >= 0, b.milliseconds <= TimeText.maximum else {
@@ -86,7 +86,8 @@ public enum GongSchedule {
             if t > duration - quietTail {
                 throw BellError(message: "--bells: \(shown) falls in the last 5 s, where the end gong sounds")
             }
-            guard seen.insert(t).inserted else { throw BellError(message: "--bells: \(shown) is given twice") }
+            if let other = seen[t] { throw BellError(message: "--bells: \(shown) is the same time as \(other)") }
+            seen[t] = shown
             times.append(t)
         }
         return times.sorted()

@@ -19,6 +19,9 @@ public struct Settings: Sendable, Equatable {
         ("ambience", "silent"),
         ("ambience-volume", "0.15"),
         ("device", "default"),
+        ("section-gong", "clear-strike"),
+        ("section-strikes", "2,1"),
+        ("ambience-during", "all"),
     ]
     public static var keys: [String] { defaults.map(\.key) }
 

@@ -1,14 +1,30 @@
 /// A timer configuration from a typed request: the defaults, then the settings, then
-/// what this sit asks, checked against the sounds and the ranges.
+/// what this sit asks, checked against the sounds and the ranges. Sections, interval
+/// gongs counted within each sit section, bells, random bells (drawn here, once, so the
+/// plan, the render and the played session are the same) and open-ended sits.
 extension TimerConfiguration {
     public init(request asked: TimerRequest, catalog: SoundCatalog) throws(CoreError) {
         let r = TimerRequest.defaults.overlaid(by: asked)
         let de = Language.current == .de
-        guard let duration = r.duration, let preparation = r.preparation, let gongID = r.gong,
+        guard var duration = r.duration, let preparation = r.preparation, let gongID = r.gong,
               let gongVolume = r.gongVolume, let strikes = r.strikes, let intervalGongID = r.intervalGong,
               let intervalVolume = r.intervalVolume, let mode = r.intervalMode, let ambienceID = r.ambience,
-              let ambienceVolume = r.ambienceVolume, let device = r.device
+              let ambienceVolume = r.ambienceVolume, let device = r.device, let sectionGongID = r.sectionGong,
+              let sectionStrikes = r.sectionStrikes
         else { throw CoreError.damaged("the built-in timer defaults are incomplete") }
+        let open = asked.open ?? false
+        if let sections = asked.sections {
+            if asked.duration != nil {
+                throw CoreError.badRequest(de ? "--sections ersetzt die Dauer: gib nur eines an" : "--sections replaces the duration: give one or the other")
+            }
+            if open { throw CoreError.badRequest(de ? "eine offene Sitzung hat keine Abschnitte" : "an open sit has no sections") }
+            duration = sections.total
+        } else if open {
+            if asked.duration != nil {
+                throw CoreError.badRequest(de ? "eine offene Sitzung hat keine Dauer" : "an open sit has no duration")
+            }
+            duration = Self.maxDuration
+        }
         guard duration >= 1000 else {
             throw CoreError.badValue(option: "--duration", reason: de ? "\(TimeText.compact(duration)) ist kürzer als 1 s" : "\(TimeText.compact(duration)) is shorter than 1 s")
         }
@@ -25,9 +41,24 @@ extension TimerConfiguration {
         self.strikes = strikes
         self.intervalGong = try catalog.gong(intervalGongID)
         self.intervalVolume = intervalVolume
+        self.sections = asked.sections
+        // The section gong is looked up only when it is used or given (a catalog without
+        // the default one still runs plain sits).
+        self.sectionGong = asked.sections != nil || asked.sectionGong != nil ? try catalog.gong(sectionGongID) : gong
+        self.sectionStrikes = sectionStrikes
+        self.openEnded = open
+        self.ambienceDuringWalks = r.ambienceDuringWalks ?? true
+        // Interval gongs and bells count within the sit sections (the whole sit without sections).
+        let sits: [Range<Int64>] = asked.sections?.sitRanges ?? [0..<duration]
+        bellsGiven = asked.bells != nil
         if let bells = asked.bells {
             do { intervalTimes = try GongSchedule.bellTimes(bells, duration: duration) } catch {
                 throw CoreError.badValue(option: "", reason: error.description)
+            }
+            if let outside = intervalTimes.first(where: { t in !sits.contains { $0.contains(t) } }) {
+                throw CoreError.badValue(option: "--bells", reason: de
+                    ? "\(TimeText.compact(outside)) liegt nicht in einem Sitz-Abschnitt"
+                    : "\(TimeText.compact(outside)) is not within a sit section")
             }
         } else {
             switch r.interval ?? .off {
@@ -41,8 +72,21 @@ extension TimerConfiguration {
                         ? "\(TimeText.compact(length)) ist kürzer als 10 s (Intervallgongs klingen höchstens alle 10 s)"
                         : "\(TimeText.compact(length)) is shorter than 10 s (interval gongs ring at most every 10 s)")
                 }
-                intervalTimes = GongSchedule.intervalTimes(duration: duration, interval: length, mode: mode)
+                intervalTimes = sits.flatMap { range in
+                    GongSchedule.intervalTimes(duration: range.upperBound - range.lowerBound, interval: length, mode: mode)
+                        .map { $0 + range.lowerBound }
+                }
             }
+        }
+        randomBells = asked.randomBells
+        if let bells = asked.randomBells {
+            let seed = asked.seed ?? UInt64.random(in: 0...UInt64.max)
+            var generator = SeededGenerator(seed: seed)
+            self.seed = seed
+            randomBellTimes = bells.times(in: sits, using: &generator)
+        } else {
+            seed = nil
+            randomBellTimes = []
         }
         if ["silent", "off"].contains(ambienceID.lowercased()) {
             ambience = nil

@@ -15,9 +15,19 @@ public enum TimerOption: String, CaseIterable, Sendable, Codable {
     case bells, ambience
     case ambienceVolume = "ambience-volume"
     case device
+    case sections
+    case sectionGong = "section-gong"
+    case sectionStrikes = "section-strikes"
+    case randomBells = "random-bells"
+    case seed
+    case ambienceDuring = "ambience-during"
+    case open
 
     /// The kinds of value, each with one parser.
-    public enum Kind: Sendable { case time, optionalTime, volume, soundID, count, mode, interval, bells, device }
+    public enum Kind: Sendable {
+        case time, optionalTime, volume, soundID, count, mode, interval, bells, device
+        case sections, strikePair, range, seed, during, flag
+    }
 
     public var kind: Kind {
         switch self {
@@ -30,11 +40,18 @@ public enum TimerOption: String, CaseIterable, Sendable, Codable {
         case .interval: return .interval
         case .bells: return .bells
         case .device: return .device
+        case .sections: return .sections
+        case .sectionGong: return .soundID
+        case .sectionStrikes: return .strikePair
+        case .randomBells: return .range
+        case .seed: return .seed
+        case .ambienceDuring: return .during
+        case .open: return .flag
         }
     }
 
-    /// Options that are kept as settings (`bells` is for one sit only).
-    public var isSetting: Bool { self != .bells }
+    /// Options that are kept as settings (the others are for one sit only).
+    public var isSetting: Bool { ![.bells, .sections, .randomBells, .seed, .open].contains(self) }
 
     public var flag: String { "--" + rawValue }
 
@@ -53,6 +70,16 @@ public enum TimerOption: String, CaseIterable, Sendable, Codable {
 public enum IntervalSetting: Sendable, Equatable, Codable {
     case off, on
     case every(Int64)
+}
+
+/// How often the section gong is struck into a walk and back into a sit (`2,1`).
+public struct SectionStrikes: Sendable, Equatable, Codable {
+    public var intoWalk: Int
+    public var intoSit: Int
+    public init(intoWalk: Int, intoSit: Int) {
+        self.intoWalk = intoWalk
+        self.intoSit = intoSit
+    }
 }
 
 /// A bell of `--bells`: a time from the start, or before the end.
@@ -81,6 +108,14 @@ public struct TimerRequest: Sendable, Equatable, Codable {
     public var ambience: String?
     public var ambienceVolume: Double?
     public var device: String?
+    public var sections: Sections?
+    public var sectionGong: String?
+    public var sectionStrikes: SectionStrikes?
+    public var randomBells: RandomBells?
+    public var seed: UInt64?
+    /// false: the ambience only while sitting.
+    public var ambienceDuringWalks: Bool?
+    public var open: Bool?
 
     public init() {}
 
@@ -109,6 +144,13 @@ public struct TimerRequest: Sendable, Equatable, Codable {
         case (.intervalMode, .mode(let v)): intervalMode = v
         case (.interval, .interval(let v)): interval = v
         case (.bells, .bells(let v)): bells = v
+        case (.sections, .sections(let v)): sections = v
+        case (.sectionGong, .text(let v)): sectionGong = v
+        case (.sectionStrikes, .strikes(let v)): sectionStrikes = v
+        case (.randomBells, .range(let v)): randomBells = v
+        case (.seed, .seed(let v)): seed = v
+        case (.ambienceDuring, .flag(let v)): ambienceDuringWalks = v
+        case (.open, .flag(let v)): open = v
         default: throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a value of this option")
         }
     }
@@ -130,6 +172,13 @@ public struct TimerRequest: Sendable, Equatable, Codable {
         r.ambience = other.ambience ?? ambience
         r.ambienceVolume = other.ambienceVolume ?? ambienceVolume
         r.device = other.device ?? device
+        r.sections = other.sections ?? sections
+        r.sectionGong = other.sectionGong ?? sectionGong
+        r.sectionStrikes = other.sectionStrikes ?? sectionStrikes
+        r.randomBells = other.randomBells ?? randomBells
+        r.seed = other.seed ?? seed
+        r.ambienceDuringWalks = other.ambienceDuringWalks ?? ambienceDuringWalks
+        r.open = other.open ?? open
         return r
     }
 
@@ -146,6 +195,7 @@ public struct TimerRequest: Sendable, Equatable, Codable {
 /// One parsed value, by kind.
 public enum TimerValue: Sendable, Equatable {
     case time(Int64), volume(Double), text(String), count(Int), mode(IntervalMode), interval(IntervalSetting), bells([BellTime])
+    case sections(Sections), strikes(SectionStrikes), range(RandomBells), seed(UInt64), flag(Bool)
 
     static let offWords: Set<String> = ["off", "none", "no", "0"]
 
@@ -212,6 +262,34 @@ public enum TimerValue: Sendable, Equatable {
             }
             guard !list.isEmpty else { throw CoreError.badValue(option: option.flag, reason: "no times given") }
             return .bells(list)
+        case .sections:
+            return .sections(try Sections(parsing: text))
+        case .strikePair:
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Int(String($0).trimmingWhitespace()) }
+            guard (1...2).contains(parts.count), parts.allSatisfy({ $0.map { (1...9).contains($0) } ?? false }),
+                  let walk = parts.first ?? nil, let sit = parts.last ?? nil else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not N or WALK,SIT strikes from 1 to 9 (for example 2,1)")
+            }
+            return .strikes(SectionStrikes(intoWalk: walk, intoSit: sit))
+        case .range:
+            return .range(try RandomBells(parsing: text))
+        case .seed:
+            guard text.count <= 20, let v = UInt64(text) else {
+                throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not a whole number from 0 to 18446744073709551615")
+            }
+            return .seed(v)
+        case .during:
+            switch text.lowercased() {
+            case "all", "always", "walk", "walks": return .flag(true)
+            case "sit", "sits", "sitting": return .flag(false)
+            default: throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not all or sit")
+            }
+        case .flag:
+            switch text.lowercased() {
+            case "yes", "on", "true", "1": return .flag(true)
+            case "no", "off", "false", "0": return .flag(false)
+            default: throw CoreError.badValue(option: option.flag, reason: "'\(text)' is not yes or no")
+            }
         }
     }
 }

@@ -45,7 +45,9 @@ public final class TimerSession: Session {
             }
         }
         let gong = try length(configuration.gong)
-        let interval = configuration.intervalTimes.isEmpty ? nil : try length(configuration.intervalGong)
+        let interval = configuration.intervalTimes.isEmpty && configuration.randomBellTimes.isEmpty
+            ? nil : try length(configuration.intervalGong)
+        let section = configuration.sections == nil ? nil : try length(configuration.sectionGong)
         let ambience = try configuration.ambience.map { (s) throws(CoreError) in try length(s, loop: true) }
         plan = TimerPlan(configuration: configuration, rate: rate, gongFrames: gong.frames,
                          hasAmbience: ambience != nil)
@@ -63,26 +65,33 @@ public final class TimerSession: Session {
             engine.schedule(gongEntry(gong.path, frames: gong.frames, at: strike, volume: configuration.gongVolume))
         }
         if let interval {
-            for t in plan.intervalGongs {
+            for t in plan.intervalGongs + plan.randomBells {
                 engine.schedule(gongEntry(interval.path, frames: interval.frames, at: t,
                                           volume: configuration.intervalVolume))
+            }
+        }
+        if let section {
+            for t in plan.sectionStrikes {
+                engine.schedule(gongEntry(section.path, frames: section.frames, at: t, volume: configuration.gongVolume))
             }
         }
         for strike in plan.endStrikes {
             engine.schedule(gongEntry(gong.path, frames: gong.frames, at: strike, volume: configuration.gongVolume))
         }
-        if let ambience, let a = plan.ambience {
-            id += 1
-            let voiceID = id
-            let path = ambience.path
-            let volume = Float(configuration.ambienceVolume)
-            engine.schedule(ScoreEntry(id: voiceID, start: a.start, end: a.fadeOutStart + a.fadeOut) {
-                () throws(AudioError) -> Voice in
-                let voice = Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: rate, loop: true),
-                                  start: a.start, gain: volume, fadeIn: a.fadeIn)
-                voice.fadeOut(at: a.fadeOutStart, over: a.fadeOut)
-                return voice
-            })
+        if let ambience {
+            for a in plan.ambienceSegments {
+                id += 1
+                let voiceID = id
+                let path = ambience.path
+                let volume = Float(configuration.ambienceVolume)
+                engine.schedule(ScoreEntry(id: voiceID, start: a.start, end: a.fadeOutStart + a.fadeOut) {
+                    () throws(AudioError) -> Voice in
+                    let voice = Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: rate, loop: true),
+                                      start: a.start, gain: volume, fadeIn: a.fadeIn)
+                    voice.fadeOut(at: a.fadeOutStart, over: a.fadeOut)
+                    return voice
+                })
+            }
         }
     }
 
