@@ -174,9 +174,15 @@ final class SessionHost {
         }
         let catalog: SoundCatalog
         let configuration: TimerConfiguration
-        do {
+        var preset: Preset?
+        do throws(CoreError) {
             catalog = try SoundCatalog.withCustomSounds(store: store)
-            configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
+            if let name = args["preset"] {
+                guard let text = name.string else { throw CoreError.badValue(option: "preset", reason: "must be a name") }
+                preset = try PresetStore(store: store).require(text)
+            }
+            configuration = try TimerConfiguration(settings: try Settings.load(), preset: preset,
+                                                   options: try TimerRequest(text: options), catalog: catalog)
         } catch {
             throw ProtocolError(error)
         }
@@ -186,7 +192,7 @@ final class SessionHost {
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog,
                                        output: .device(DeviceConfiguration(name: configuration.device)))
-            runner = try SessionRunner(session, log: practice)
+            runner = try SessionRunner(session, log: practice, preset: preset?.name)
         } catch {
             coordinator.release(.timer)
             throw ProtocolError(error)
@@ -406,6 +412,15 @@ final class SessionHost {
             o["elapsed"] = .number(Double(plan.elapsed(at: p)))
             o["remaining"] = .number(Double(plan.remaining(at: p)))
             o["duration"] = .number(Double(t.configuration.duration))
+            if t.configuration.openEnded {
+                o["open"] = .bool(true)
+                o.removeValue(forKey: "remaining")
+            }
+            if let section = plan.section(at: p) {
+                o["section"] = .object(["index": .number(Double(section.index)), "kind": .string(section.kind.rawValue),
+                                        "remaining": .number(Double(section.remaining)),
+                                        "count": .number(Double(plan.sections?.list.count ?? 0))])
+            }
             if let next = plan.nextGong(after: p), next > plan.meditationStart {
                 o["nextGong"] = .number(Double(plan.milliseconds(next - plan.meditationStart)))
             }

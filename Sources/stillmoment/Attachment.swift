@@ -116,8 +116,9 @@ enum StatusText {
             if state == .preparation {
                 return "timer: \(state.name())\(paused)  \(Texts.text("starts in", [clock(s["remaining"])]))"
             }
-            var parts = ["timer: \(state.name())\(paused)", Texts.text("elapsed", [clock(s["elapsed"])]),
-                         Texts.text("left", [clock(s["remaining"])])]
+            var parts = ["timer: \(state.name())\(paused)", Texts.text("elapsed", [clock(s["elapsed"])])]
+            if s["remaining"] != nil { parts.append(Texts.text("left", [clock(s["remaining"])])) }
+            if let section = sectionText(s) { parts.append(section) }
             if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
             return parts.joined(separator: "  ")
         case "guided", "preview":
@@ -130,9 +131,17 @@ enum StatusText {
         }
     }
 
+    /// The section playing: `walk 2/3, 04:10 left`.
+    static func sectionText(_ s: JSON) -> String? {
+        guard let section = s["section"], let kind = section["kind"]?.string,
+              let index = section["index"]?.number, let count = section["count"]?.number else { return nil }
+        return Texts.sectionLine(kind: kind, index: Int(index), count: Int(count),
+                                 remaining: Int64(section["remaining"]?.number ?? 0))
+    }
+
     /// What a script's line changes with (not the clock).
     static func changeKey(_ s: JSON) -> String {
-        "\(s["source"]?.string ?? "")|\(s["state"]?.string ?? "")|\(s["paused"] == .bool(true))"
+        "\(s["source"]?.string ?? "")|\(s["state"]?.string ?? "")|\(s["paused"] == .bool(true))|\(s["section"]?["index"]?.number ?? -1)"
     }
 
     /// The live line on a terminal.
@@ -146,7 +155,8 @@ enum StatusText {
                 parts.append(Texts.text("starts in", [clock(s["remaining"])]))
             } else {
                 parts.append(Texts.text("elapsed", [clock(s["elapsed"])]))
-                parts.append(Texts.text("left", [clock(s["remaining"])]))
+                if s["remaining"] != nil { parts.append(Texts.text("left", [clock(s["remaining"])])) }
+                if let section = sectionText(s) { parts.append(section) }
                 if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
             }
             line = parts.joined(separator: "   ")

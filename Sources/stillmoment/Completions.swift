@@ -16,6 +16,12 @@ enum Complete {
         return words.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }
     }
 
+    /// Saved presets' names.
+    static let presets = CompletionKind.custom { _, _, prefix in
+        guard let store = try? LibraryStore(), let all = try? PresetStore(store: store).all() else { return [] }
+        return all.map(\.name).filter { $0.lowercased().hasPrefix(prefix.lowercased()) }
+    }
+
     static let gongs = CompletionKind.custom { _, _, prefix in
         (soundIDs([.gong, .interval]) + ["off"]).filter { $0.hasPrefix(prefix) }
     }

@@ -15,7 +15,7 @@ struct StillMoment: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            TimerCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self, EditCommand.self,
+            TimerCommand.self, PresetCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self, EditCommand.self,
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
             StatusCommand.self, PauseCommand.self, ResumeCommand.self, StopCommand.self, SeekCommand.self,
             AttachCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self,

@@ -16,44 +16,19 @@ struct TimerCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "How long to sit: 20m, 90s, 1h15m, or minutes.")
+    @Argument(help: "How long to sit: 20m, 90s, 1h15m, or minutes; `open` counts up with no end (until `stillmoment finish`).")
     var duration: String?
 
-    @Option(help: "Countdown before the start gong: 10s, or off.")
-    var preparation: String?
+    @OptionGroup var options: TimerOptions
 
-    @Option(help: "Start and end gong (see `stillmoment sounds`).", completion: Complete.gongs)
-    var gong: String?
+    @Option(help: "Start from a saved preset; options given here override it (see `stillmoment preset list`).", completion: Complete.presets)
+    var preset: String?
 
-    @Option(name: .customLong("gong-volume"), help: "Gong volume, 0 to 1.")
-    var gongVolume: String?
+    @Flag(help: "Print the whole plan (each gong's time, sound, volume and reason) without playing.")
+    var plan = false
 
-    @Option(help: "Strike the start and end gong N times, a few seconds apart.")
-    var strikes: String?
-
-    @Option(help: "Interval gongs every 5m (or another time), or off.")
-    var interval: String?
-
-    @Option(name: .customLong("interval-mode"), help: "repeating, after-start or before-end.", completion: Complete.modes)
-    var intervalMode: String?
-
-    @Option(name: .customLong("interval-gong"), help: "The interval gong's sound.", completion: Complete.gongs)
-    var intervalGong: String?
-
-    @Option(name: .customLong("interval-volume"), help: "Interval gong volume, 0 to 1.")
-    var intervalVolume: String?
-
-    @Option(help: "Interval gongs at given times, e.g. 5m,12m30s,-2m (negative: before the end). Replaces --interval.")
-    var bells: String?
-
-    @Option(help: "Background ambience (forest, rain, …) or silent.", completion: Complete.ambiences)
-    var ambience: String?
-
-    @Option(name: .customLong("ambience-volume"), help: "Ambience volume, 0 to 1.")
-    var ambienceVolume: String?
-
-    @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.")
-    var device: String?
+    @Flag(help: "With --plan: print JSON.")
+    var json = false
 
     @Option(help: "Render the whole session to this WAV file, as fast as the CPU goes, instead of playing.", completion: .file(extensions: ["wav"]))
     var output: String?
@@ -67,39 +42,59 @@ struct TimerCommand: ParsableCommand {
     @Flag(help: "Play in this process, without the daemon (for scripts).")
     var foreground = false
 
-    func run() throws {
-        var options: [String: String] = [:]
-        options["duration"] = duration
-        options["preparation"] = preparation
-        options["gong"] = gong
-        options["gong-volume"] = gongVolume
-        options["strikes"] = strikes
-        options["interval"] = interval
-        options["interval-mode"] = intervalMode
-        options["interval-gong"] = intervalGong
-        options["interval-volume"] = intervalVolume
-        options["bells"] = bells
-        options["ambience"] = ambience
-        options["ambience-volume"] = ambienceVolume
-        options["device"] = device
+    /// The options as text, with DURATION (or `open`) folded in.
+    func optionText() throws -> [String: String] {
+        var text = options.text
+        if let duration {
+            if duration.trimmingWhitespace().lowercased() == "open" {
+                text[TimerOption.open.rawValue] = "yes"
+            } else {
+                if text["duration"] != nil {
+                    throw Console.fail(CoreError.badRequest("give the duration once: DURATION or --duration"))
+                }
+                text["duration"] = duration
+            }
+        }
+        return text
+    }
 
+    /// The configuration this sit runs (settings, preset, options), and its catalog.
+    func resolve(_ text: [String: String]) throws -> (TimerConfiguration, SoundCatalog, Preset?) {
+        let store = try openStore()
+        do {
+            let catalog = try SoundCatalog.withCustomSounds(store: store)
+            let chosen = try preset.map { (name) throws(CoreError) in try PresetStore(store: store).require(name) }
+            let configuration = try TimerConfiguration(settings: try Settings.load(), preset: chosen,
+                                                       options: try TimerRequest(text: text), catalog: catalog)
+            return (configuration, catalog, chosen)
+        } catch {
+            throw Console.fail(error)
+        }
+    }
+
+    func run() throws {
+        let options = try optionText()
+        if plan {
+            if output != nil || detach || foreground { throw Console.fail(CoreError.badRequest("--plan only prints the plan; it plays nothing")) }
+            let (configuration, catalog, _) = try resolve(options)
+            let p: TimerPlan
+            do { p = try TimerSession.plan(for: configuration, catalog: catalog) } catch { throw Console.fail(error) }
+            PlanText.print(p, configuration: configuration, json: json)
+            return
+        }
+        if json { throw Console.fail(CoreError.badRequest("--json goes with --plan")) }
         if output != nil && (detach || foreground) {
             throw Console.fail("--output renders to a file in this process; it cannot be combined with --\(detach ? "detach" : "foreground")", code: Exit.usage)
         }
         if detach && foreground { throw Console.fail("--detach and --foreground exclude each other", code: Exit.usage) }
         if output == nil && fallbackOutput == nil && !foreground {
             let what = "a timer" + (duration.map { " of \($0)" } ?? "")
-            try submit(.timer, ["options": .object(options.mapValues(JSON.string))], detach: detach, what: what)
+            var args: [String: JSON] = ["options": .object(options.mapValues(JSON.string))]
+            if let preset { args["preset"] = .string(preset) }
+            try submit(.timer, args, detach: detach, what: what)
             return
         }
-        let catalog: SoundCatalog
-        let configuration: TimerConfiguration
-        do {
-            catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
-            configuration = try TimerConfiguration(settings: try Settings.load(), options: options, catalog: catalog)
-        } catch {
-            throw Console.fail(error)
-        }
+        let (configuration, catalog, chosen) = try resolve(options)
 
         var target: SessionOutput = output.map { .file(path: $0) } ?? .device(DeviceConfiguration(name: configuration.device))
         let session: TimerSession
@@ -117,7 +112,7 @@ struct TimerCommand: ParsableCommand {
             }
         }
         let renderPath: String? = if case .file(let p) = target { p } else { nil }
-        let result = TimerRunner(session: session, renderingTo: renderPath, announce: output != nil).run()
+        let result = TimerRunner(session: session, renderingTo: renderPath, announce: output != nil, preset: chosen?.name).run()
         if result == .failed { throw ExitCode(Exit.failure) }
     }
 }
@@ -129,6 +124,8 @@ struct TimerRunner {
     let renderingTo: String?
     /// Say where the session is rendered (not after the fallback notice, which said it).
     var announce = true
+    /// The preset it came from (for the practice log).
+    var preset: String?
     let language = Language.current
 
     func run() -> Result {
@@ -140,7 +137,7 @@ struct TimerRunner {
         do {
             // A sit in this process is practice too (a render is not): it goes in the log.
             let log = renderingTo == nil ? (try? LibraryStore()).map(PracticeLog.init) : nil
-            runner = try SessionRunner(session, rendered: renderingTo != nil, log: log)
+            runner = try SessionRunner(session, rendered: renderingTo != nil, log: log, preset: preset)
         } catch {
             view.restore()
             Console.err("error: \(error.description)")
@@ -225,7 +222,13 @@ struct TimerRunner {
             parts.append(text("starts in", TimeText.clock(plan.remaining(at: p) + 999)))
         } else {
             parts.append(text("elapsed", TimeText.clock(plan.elapsed(at: p))))
-            parts.append(text("left", TimeText.clock(plan.remaining(at: p) + (p < plan.meditationEnd ? 999 : 0))))
+            if !plan.openEnded {
+                parts.append(text("left", TimeText.clock(plan.remaining(at: p) + (p < plan.meditationEnd ? 999 : 0))))
+            }
+            if let section = plan.section(at: p) {
+                parts.append(Texts.sectionLine(kind: section.kind.rawValue, index: section.index,
+                                               count: plan.sections?.list.count ?? 0, remaining: section.remaining + 999))
+            }
             if let next = plan.nextGong(after: p), next > plan.meditationStart {
                 parts.append(text("next gong", TimeText.clock(plan.milliseconds(next - plan.meditationStart))))
             }
@@ -238,7 +241,13 @@ struct TimerRunner {
         let p = session.position
         let plan = session.plan
         let name = paused ? text("paused") + " (" + state.name(language) + ")" : state.name(language)
-        return "\(name)  \(text("elapsed", TimeText.clock(plan.elapsed(at: p))))  \(text("left", TimeText.clock(plan.remaining(at: p))))"
+        var line = "\(name)  \(text("elapsed", TimeText.clock(plan.elapsed(at: p))))"
+        if !plan.openEnded { line += "  " + text("left", TimeText.clock(plan.remaining(at: p))) }
+        if let section = plan.section(at: p) {
+            line += "  " + Texts.sectionLine(kind: section.kind.rawValue, index: section.index,
+                                             count: plan.sections?.list.count ?? 0, remaining: section.remaining)
+        }
+        return line
     }
 
     private func text(_ key: String, _ args: String...) -> String { Texts.text(key, args, language) }
@@ -246,6 +255,13 @@ struct TimerRunner {
 
 /// The live views' words, in English and German (from LANG).
 enum Texts {
+    /// `walk 2/3, 04:10 left` (`Gehen 2/3, noch 04:10`).
+    static func sectionLine(kind: String, index: Int, count: Int, remaining: Int64, _ language: Language = .current) -> String {
+        let name = language == .de ? (kind == "walk" ? "Gehen" : "Sitzen") : kind
+        return language == .de ? "\(name) \(index + 1)/\(count), noch \(TimeText.clock(remaining))"
+                               : "\(name) \(index + 1)/\(count), \(TimeText.clock(remaining)) left"
+    }
+
     static func text(_ key: String, _ args: [String], _ language: Language = .current) -> String {
         let a = args + ["", "", ""]
         switch (key, language) {

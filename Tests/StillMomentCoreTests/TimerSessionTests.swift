@@ -236,3 +236,33 @@ func readFloatWAV(_ path: String) throws -> [Float] {
     }
     return []
 }
+
+/// Sections and random bells, rendered: every strike on the frame the plan gives.
+extension TimerSessionTests {
+    @Test("a rendered sit-walk-sit session strikes each boundary on the plan's frames; random bells on theirs")
+    func sectionOnsets() throws {
+        let (plan, out) = try render(["sections": "sit 1m, walk 30s, sit 1m", "preparation": "2s",
+                                      "random-bells": "20s-25s", "seed": "42", "ambience": "forest", "ambience-during": "sit"])
+        let section = try decode("clear-strike.mp3")
+        let soft = try decode("soft-interval.mp3")
+        // Into the walk twice, 4 s apart; back into the sit once.
+        let expected: [Int64] = [62, 66, 92].map { Int64($0) * 44100 }
+        #expect(plan.sectionStrikes == expected)
+        for onset in plan.sectionStrikes {
+            #expect(bestLag(out, section, at: Int(onset)) == 0, "section strike at \(onset)")
+        }
+        #expect(!plan.randomBells.isEmpty)
+        for onset in plan.randomBells {
+            #expect(bestLag(out, soft, at: Int(onset)) == 0, "random bell at \(onset)")
+            let ms = plan.milliseconds(onset - plan.meditationStart)
+            let inSit = (0..<60_000).contains(ms) || (90_000..<150_000).contains(ms)
+            #expect(inSit, "a bell in a walk at \(ms) ms")
+        }
+        // The ambience rests during the walk: one segment per sit.
+        let segments = plan.ambienceSegments
+        #expect(segments.count == 2)
+        #expect(segments.first?.fadeOutStart == plan.meditationStart + 60 * 44100)
+        #expect(segments.last?.start == plan.meditationStart + 90 * 44100)
+        #expect(plan.total == Int64(out.count / 2))
+    }
+}

@@ -157,6 +157,49 @@ def main():
                   f"the CSV export imports into a new home, twice without duplicates, and exports the same ({o1.strip()}; {o2.strip()})")
         finally:
             other.close()
+        # Presets: saved after checking, used with overrides, logged by name.
+        rc, out, err = c.run("preset", "save", "morning", "25m", "--interval", "5m", "--ambience", "forest")
+        rc2, out2, err2 = c.run("preset", "save", "broken", "25m", "--gong", "no-such-gong")
+        rc3, out3, err3 = c.run("preset", "show", "morning", "--json")
+        shown = json.loads(out3) if rc3 == 0 else {}
+        check(rc == 0 and rc2 == 2 and shown.get("options", {}).get("duration", {}).get("source") == "preset"
+              and shown["options"].get("gong", {}).get("source") == "default",
+              f"preset save checks now (bad gong exit {rc2}), show says where each value comes from")
+        rc, out, err = c.run("timer", "--preset", "morning", "--duration", "40s", "--preparation", "off", "--device", "null", "--foreground")
+        h = c.history() or []
+        p = [e for e in h if e.get("preset") == "morning"]
+        check(rc == 0 and len(p) == 1 and p[0]["plannedSeconds"] == 40 and p[0]["name"] == "morning",
+              f"timer --preset with an override plays and is logged under the preset ({p})")
+        rc, out, err = c.run("preset", "rename", "morning", "dawn")
+        rc2, out2, err2 = c.run("preset", "list", "--json")
+        names = [x["name"] for x in json.loads(out2)] if rc2 == 0 else []
+        rc3, out3, err3 = c.run("preset", "delete", "dawn")
+        rc4, out4, err4 = c.run("timer", "--preset", "dawn", "--device", "null", "--foreground")
+        check(rc == 0 and names == ["dawn"] and rc3 == 0 and rc4 == 2 and len(err4.strip().splitlines()) == 1,
+              f"preset rename, list, delete; a deleted preset is refused in one line ({err4.strip()})")
+
+        # The plan is what plays: --plan --json equals the render, to the frame.
+        args = ["timer", "--sections", "sit 1m, walk 30s, sit 1m", "--random-bells", "20s-30s", "--seed", "9", "--preparation", "3s"]
+        rc, out, err = c.run(*args, "--plan", "--json")
+        plan = json.loads(out) if rc == 0 else {}
+        rc2, out2, err2 = c.run(*args, "--output", c.dir + "/plan.wav")
+        frames = 0
+        if rc2 == 0:
+            import wave
+            try:
+                with wave.open(c.dir + "/plan.wav") as w:
+                    frames = w.getnframes()
+            except wave.Error:     # 32-bit float: read the data chunk's size
+                data = open(c.dir + "/plan.wav", "rb").read()
+                i = data.find(b"data")
+                frames = int.from_bytes(data[i + 4:i + 8], "little") // 8
+        reasons = [g["reason"] for g in plan.get("gongs", [])]
+        check(rc == 0 and rc2 == 0 and round(plan.get("total", 0) * 44100) == frames and reasons.count("section") == 3
+              and "random" in reasons and plan.get("seed") == "9",
+              f"--plan --json gives the render's length to the frame ({frames} frames) and every gong with its reason ({reasons})")
+        rc3, out3, err3 = c.run(*args, "--plan", "--json")
+        check(out3 == out, "the same seed gives the same plan")
+
         rc, out, err = c.run("stats", "--json")
         s = json.loads(out) if rc == 0 else {}
         check(s.get("all", {}).get("sits") == len(c.history() or []), f"stats counts every logged sit ({s.get('all')})")

@@ -164,6 +164,7 @@ public final class LibraryStore: Sendable {
             }
         }
         m.registerMigration("v2-practice", migrate: PracticeLog.createTables)
+        m.registerMigration("v3-presets", migrate: PresetStore.createTables)
         return m
     }
 

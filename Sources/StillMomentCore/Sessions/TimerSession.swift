@@ -95,6 +95,19 @@ public final class TimerSession: Session {
         }
     }
 
+    /// The plan of a session without playing it (`timer --plan`): the same frames the
+    /// session plays at `sampleRate`.
+    public static func plan(for configuration: TimerConfiguration, catalog: SoundCatalog,
+                            sampleRate: Int = 44100) throws(CoreError) -> TimerPlan {
+        guard let path = catalog.path(of: configuration.gong) else {
+            throw CoreError.damaged("the sound \(configuration.gong.id) has no file")
+        }
+        let frames: Int64
+        do { frames = try DecodedSource(path: path, engineRate: sampleRate).passLength } catch { throw CoreError.audio(error) }
+        return TimerPlan(configuration: configuration, rate: sampleRate, gongFrames: frames,
+                         hasAmbience: configuration.ambience != nil)
+    }
+
     public func start() throws(CoreError) {
         do { try engine.start(end: plan.total) } catch { throw CoreError.audio(error) }
     }

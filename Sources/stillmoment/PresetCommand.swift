@@ -1,0 +1,199 @@
+import ArgumentParser
+import FoundationEssentials
+import StillMomentCore
+
+/// `preset`: saved timers, so nobody types twelve flags every morning.
+struct PresetCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "preset",
+        abstract: "Saved timers: `stillmoment timer --preset NAME` sits with one.",
+        subcommands: [Save.self, List.self, Show.self, Rename.self, Delete.self])
+
+    struct Save: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Save timer options under a name (checked now, not on some morning later).")
+        @Argument(help: "The preset's name.") var name: String
+        @Argument(help: "How long to sit (or give --duration or --sections).") var duration: String?
+        @OptionGroup var options: TimerOptions
+
+        func run() throws {
+            var text = options.text
+            text["device"] = nil
+            if let duration {
+                guard text["duration"] == nil else { throw Console.fail(CoreError.badRequest("give the duration once: DURATION or --duration")) }
+                text["duration"] = duration
+            }
+            let store = try openStore()
+            do {
+                let catalog = try SoundCatalog.withCustomSounds(store: store)
+                let saved = try PresetStore(store: store).save(name, request: try TimerRequest(text: text), catalog: catalog)
+                Console.out((Language.current == .de ? "Vorlage gespeichert: " : "saved preset: ") + saved.name
+                            + "  " + PresetText.summary(saved.request))
+            } catch {
+                throw Console.fail(error)
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the presets.")
+        @Flag(help: "Print JSON.") var json = false
+        func run() throws {
+            let store = try openStore()
+            let all: [Preset]
+            do { all = try PresetStore(store: store).all() } catch { throw Console.fail(error) }
+            if json {
+                Console.out(jsonText(all.map { PresetText.JSONPreset(name: $0.name, options: PresetText.options($0.request)) }))
+                return
+            }
+            if all.isEmpty {
+                Console.out(Language.current == .de ? "noch keine Vorlagen (`stillmoment preset save NAME 20m --interval 5m`)"
+                                                    : "no presets yet (`stillmoment preset save NAME 20m --interval 5m`)")
+            }
+            for p in all { Console.out("\(p.name.padded(to: 20)) \(PresetText.summary(p.request))") }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The full timer a preset gives, and where each value comes from.")
+        @Argument(help: "The preset's name.", completion: Complete.presets) var name: String
+        @Flag(help: "Print JSON.") var json = false
+        func run() throws {
+            let store = try openStore()
+            let preset: Preset
+            let settings: Settings
+            do {
+                preset = try PresetStore(store: store).require(name)
+                settings = try Settings.load()
+            } catch {
+                throw Console.fail(error)
+            }
+            let fromPreset = PresetText.options(preset.request)
+            var rows: [(key: String, value: String, source: String)] = []
+            for option in TimerOption.allCases {
+                if let v = fromPreset[option.rawValue] {
+                    rows.append((option.rawValue, v, "preset"))
+                } else if option.isSetting {
+                    rows.append((option.rawValue, settings.value(option.rawValue), settings.isDefault(option.rawValue) ? "default" : "settings"))
+                }
+            }
+            if json {
+                struct Value: Encodable { let value: String; let source: String }
+                struct Shown: Encodable { let name: String; let options: [String: Value] }
+                let values = Dictionary(uniqueKeysWithValues: rows.map { ($0.key, Value(value: $0.value, source: $0.source)) })
+                Console.out(jsonText(Shown(name: preset.name, options: values)))
+                return
+            }
+            let de = Language.current == .de
+            Console.out((de ? "Vorlage " : "preset ") + preset.name)
+            let sources = de ? ["preset": "Vorlage", "settings": "Einstellungen", "default": "Vorgabe"] : [:]
+            for r in rows { Console.out("  \(r.key.padded(to: 16)) \(r.value.padded(to: 24)) (\(sources[r.source] ?? r.source))") }
+        }
+    }
+
+    struct Rename: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Rename a preset.")
+        @Argument(help: "The preset's name.", completion: Complete.presets) var old: String
+        @Argument(help: "Its new name.") var new: String
+        func run() throws {
+            let store = try openStore()
+            do { try PresetStore(store: store).rename(old, to: new) } catch { throw Console.fail(error) }
+            Console.out((Language.current == .de ? "umbenannt: " : "renamed: ") + "\(old) → \(new)")
+        }
+    }
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a preset.")
+        @Argument(help: "The preset's name.", completion: Complete.presets) var name: String
+        func run() throws {
+            let store = try openStore()
+            do { try PresetStore(store: store).delete(name) } catch { throw Console.fail(error) }
+            Console.out((Language.current == .de ? "gelöscht: " : "deleted: ") + name)
+        }
+    }
+}
+
+/// Presets as text: the options they set, in the words of the command line.
+enum PresetText {
+    struct JSONPreset: Encodable {
+        let name: String
+        let options: [String: String]
+    }
+
+    /// The options a request sets, as they would be typed.
+    static func options(_ r: TimerRequest) -> [String: String] {
+        var o: [String: String] = [:]
+        func time(_ ms: Int64?) -> String? { ms.map(TimeText.compact) }
+        func volume(_ v: Double?) -> String? { v.map { String($0) } }
+        o["duration"] = time(r.duration)
+        o["preparation"] = r.preparation.map { $0 == 0 ? "off" : TimeText.compact($0) }
+        o["gong"] = r.gong
+        o["gong-volume"] = volume(r.gongVolume)
+        o["strikes"] = r.strikes.map(String.init)
+        switch r.interval {
+        case .off?: o["interval"] = "off"
+        case .on?: o["interval"] = "on"
+        case .every(let ms)?: o["interval"] = TimeText.compact(ms)
+        case nil: break
+        }
+        o["interval-length"] = time(r.intervalLength)
+        o["interval-mode"] = r.intervalMode?.rawValue
+        o["interval-gong"] = r.intervalGong
+        o["interval-volume"] = volume(r.intervalVolume)
+        o["bells"] = r.bells.map { $0.map { ($0.fromEnd ? "-" : "") + TimeText.compact($0.milliseconds) }.joined(separator: ",") }
+        o["sections"] = r.sections?.description
+        o["section-gong"] = r.sectionGong
+        o["section-strikes"] = r.sectionStrikes.map { "\($0.intoWalk),\($0.intoSit)" }
+        o["random-bells"] = r.randomBells.map { "\(TimeText.compact($0.minimum))-\(TimeText.compact($0.maximum))" }
+        o["seed"] = r.seed.map { String($0) }
+        o["ambience"] = r.ambience
+        o["ambience-volume"] = volume(r.ambienceVolume)
+        o["ambience-during"] = r.ambienceDuringWalks.map { $0 ? "all" : "sit" }
+        o["device"] = r.device
+        return o
+    }
+
+    static func summary(_ r: TimerRequest) -> String {
+        options(r).sorted { $0.key < $1.key }.map { "--\($0.key) \($0.value)" }.joined(separator: " ")
+    }
+}
+
+/// `timer --plan`: every gong of a session, when, which sound, how loud and why.
+enum PlanText {
+    struct JSONGong: Encodable {
+        let time: Double
+        let frame: Int64
+        let sound: String
+        let volume: Double
+        let reason: String
+    }
+
+    struct JSONPlan: Encodable {
+        let sampleRate: Int
+        let preparation: Double
+        let duration: Double
+        let total: Double
+        let seed: String?
+        let sections: String?
+        let gongs: [JSONGong]
+    }
+
+    static func print(_ plan: TimerPlan, configuration c: TimerConfiguration, json: Bool) {
+        let seconds = { (frames: Int64) -> Double in Double(frames) / Double(plan.rate) }
+        if json {
+            Console.out(jsonText(JSONPlan(
+                sampleRate: plan.rate, preparation: Double(c.preparation) / 1000, duration: Double(c.duration) / 1000,
+                total: seconds(plan.total), seed: c.seed.map { String($0) }, sections: c.sections?.description,
+                gongs: plan.gongs.map { JSONGong(time: Double($0.milliseconds) / 1000, frame: $0.frame, sound: $0.sound,
+                                                 volume: $0.volume, reason: $0.reason.rawValue) })))
+            return
+        }
+        let de = Language.current == .de
+        if let sections = c.sections { Console.out((de ? "Abschnitte: " : "sections: ") + sections.description) }
+        if let seed = c.seed { Console.out("seed: \(seed)") }
+        for g in plan.gongs {
+            let sign = g.milliseconds < 0 ? "-" : " "
+            Console.out("\(sign)\(TimeText.clock(abs(g.milliseconds)).padded(to: 9)) \(g.reason.rawValue.padded(to: 9)) \(g.sound.padded(to: 16)) \(g.volume)")
+        }
+        Console.out((de ? "Länge mit Vorbereitung und Ausklang: " : "length with preparation and ring-out: ") + TimeText.clock(plan.milliseconds(plan.total)))
+    }
+}
