@@ -160,6 +160,12 @@ public final class AudioEngine: Sendable {
     /// Sets or moves the end of the session.
     public func setEnd(_ end: Int64?) { core.post(.setEnd(end)) }
 
+    /// Ends the session early on purpose, from the next frame rendered: the rest of the
+    /// score is dropped, what sounds fades out over `plan.fade` frames, and the entries
+    /// `plan.entries(t)` makes for that frame `t` (an end gong) play to the new end.
+    /// Returns at once; `waitUntilDone` waits for the ring-out.
+    public func finish(_ plan: FinishPlan) { core.post(.finish(plan)) }
+
     /// Fades out and freezes the timeline; returns once the output is silent.
     public func pause() { core.call(.pause) }
 

@@ -16,6 +16,7 @@ final class EngineCore: @unchecked Sendable {
         case resume
         case seek(Int64)
         case fadeOut(Int64)
+        case finish(FinishPlan)
         case stop
         case shutdown
     }
@@ -202,6 +203,15 @@ final class EngineCore: @unchecked Sendable {
             default:
                 break
             }
+        case .finish(let plan):
+            // From the next frame rendered: nothing more of the score starts, what sounds
+            // fades out, and the closing entries (an end gong) play to the new end.
+            guard currentState == .running || currentState == .paused else { break }
+            mixer.cutScore(from: t)
+            for v in mixer.voices { v.fadeOut(at: t, over: max(1, plan.fade)) }
+            let entries = plan.entries(t)
+            for e in entries { mixer.schedule(e) }
+            end = entries.compactMap(\.end).max().map { max($0, t + plan.fade) } ?? t + plan.fade
         case .stop:
             if output != nil, currentState == .running { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
             // A render stopped before its end is not the session: nothing is left behind.

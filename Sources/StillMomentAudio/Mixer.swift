@@ -53,6 +53,13 @@ public final class Mixer {
 
     public func remove(id: Int) { voices.removeAll { $0.id == id } }
 
+    /// Drops the score's entries that start at or after `t` (a session finished early).
+    public func cutScore(from t: Int64) {
+        let kept = score.filter { $0.start < t }
+        nextEntry = min(nextEntry, kept.count)
+        score = kept
+    }
+
     public func removeAll() { voices.removeAll() }
 
     public func takeErrors() -> [AudioError] {

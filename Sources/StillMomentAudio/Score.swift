@@ -20,3 +20,14 @@ public struct ScoreEntry: Sendable {
         start < t1 && (end.map { $0 > t0 } ?? true)
     }
 }
+
+/// How a session ends early on purpose (`finish`): a fade for what sounds and the entries
+/// to play from the frame the finish takes effect (made on the render thread).
+public struct FinishPlan: Sendable {
+    public let fade: Int64
+    public let entries: @Sendable (Int64) -> [ScoreEntry]
+    public init(fade: Int64, entries: @escaping @Sendable (Int64) -> [ScoreEntry]) {
+        self.fade = fade
+        self.entries = entries
+    }
+}

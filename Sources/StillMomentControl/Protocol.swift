@@ -58,6 +58,8 @@ public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible
 /// The commands a client may send.
 public enum ControlCommand: String, Sendable, CaseIterable {
     case status, pause, resume, stop, seek, subscribe, unsubscribe, timer, play
+    /// Ends a running timer now, with its end gong, as a completed sit.
+    case finish
 }
 
 /// A decoded message from a client.

@@ -119,6 +119,16 @@ final class SessionHost {
             s.engine.fadeOutAndFinish(over: Int64(s.engine.sampleRate))
             log.info("session \(s.id) stopping")
             return status()
+        case .finish:
+            guard let s = active else { throw ProtocolError(.noSession, "nothing is playing") }
+            guard case .timer(let t) = s.kind else {
+                throw ProtocolError(.badArguments, "finish ends a timer; a guided meditation is stopped with `stillmoment stop`")
+            }
+            if t.isPaused { t.resume() }
+            s.markEnding(.finished)
+            t.finish()
+            log.info("session \(s.id) finishing")
+            return status()
         case .seek:
             return try seek(args)
         case .timer:
@@ -408,7 +418,7 @@ final class SessionHost {
         case .timer(let t):
             let p = t.position
             let plan = t.plan
-            o["state"] = .string(plan.state(at: p).rawValue)
+            o["state"] = .string(t.state == .completed || t.state == .stopped ? plan.state(at: p).rawValue : t.state.rawValue)
             o["elapsed"] = .number(Double(plan.elapsed(at: p)))
             o["remaining"] = .number(Double(plan.remaining(at: p)))
             o["duration"] = .number(Double(t.configuration.duration))

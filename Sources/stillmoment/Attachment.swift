@@ -47,6 +47,7 @@ struct Attachment {
                     case .left: status = try client.request(.seek, ["by": .number(-15_000)])
                     case .right: status = try client.request(.seek, ["by": .number(15_000)])
                     case .quit: try client.request(.stop)
+                    case .finish: if status["source"]?.string == "timer" { status = try client.request(.finish) }
                     case .detach:
                         view.finishLine(StatusText.live(status, keys: false))
                         Console.out(Texts.text("detached", []))

@@ -156,6 +156,13 @@ struct StopCommand: SimpleControlCommand {
     static let command = ControlCommand.stop
 }
 
+struct FinishCommand: SimpleControlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "finish",
+        abstract: "End the running timer now with its end gong and ring-out, as a completed sit (`stop` fades out instead).")
+    static let command = ControlCommand.finish
+}
+
 struct SeekCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seek",

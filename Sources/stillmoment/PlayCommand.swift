@@ -144,7 +144,7 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         case .left: session.seek(by: -15_000)
         case .right: session.seek(by: 15_000)
         case .quit: stopped = true
-        case .detach, nil: break
+        case .detach, .finish, nil: break
         }
         if stopped { break }
     }

@@ -7,7 +7,7 @@ import Synchronization
 /// The terminal while a session plays: raw keys (no echo), one live line redrawn in
 /// place, and the terminal restored however the session ends.
 final class TerminalView {
-    enum Key { case space, quit, left, right, detach }
+    enum Key { case space, quit, left, right, detach, finish }
 
     private var saved = termios()
     private var raw = false
@@ -69,6 +69,7 @@ final class TerminalView {
         case 0x20: return .space
         case UInt8(ascii: "q"), UInt8(ascii: "Q"), 0x03: return .quit
         case UInt8(ascii: "d"), UInt8(ascii: "D"): return .detach
+        case UInt8(ascii: "f"), UInt8(ascii: "F"): return .finish
         case 0x1B where n >= 3 && buf[1] == UInt8(ascii: "["):
             if buf[2] == UInt8(ascii: "C") { return .right }
             if buf[2] == UInt8(ascii: "D") { return .left }

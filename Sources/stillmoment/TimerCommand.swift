@@ -88,7 +88,7 @@ struct TimerCommand: ParsableCommand {
         }
         if detach && foreground { throw Console.fail("--detach and --foreground exclude each other", code: Exit.usage) }
         if output == nil && fallbackOutput == nil && !foreground {
-            let what = "a timer" + (duration.map { " of \($0)" } ?? "")
+            let what = duration?.lowercased() == "open" ? "an open sit" : "a timer" + (duration.map { " of \($0)" } ?? "")
             var args: [String: JSON] = ["options": .object(options.mapValues(JSON.string))]
             if let preset { args["preset"] = .string(preset) }
             try submit(.timer, args, detach: detach, what: what)
@@ -183,6 +183,12 @@ struct TimerRunner {
                 runner.markEnding(.stopped)
                 session.stop(fade: 1.0)
                 return .stopped
+            case .finish:
+                if !session.wasFinished {
+                    if session.isPaused { session.resume() }
+                    runner.markEnding(.finished)
+                    session.finish()
+                }
             default:
                 break
             }
@@ -275,10 +281,10 @@ enum Texts {
         case ("left", .de): return "übrig \(a[0])"
         case ("next gong", .en): return "next gong at \(a[0])"
         case ("next gong", .de): return "nächster Gong bei \(a[0])"
-        case ("keys", .en): return "[space] pause  [q] stop"
-        case ("keys", .de): return "[Leertaste] Pause  [q] Ende"
-        case ("attached keys", .en): return "[space] pause  [q] stop  [d] detach"
-        case ("attached keys", .de): return "[Leertaste] Pause  [q] Ende  [d] lösen"
+        case ("keys", .en): return "[space] pause  [f] finish  [q] stop"
+        case ("keys", .de): return "[Leertaste] Pause  [f] abschließen  [q] Ende"
+        case ("attached keys", .en): return "[space] pause  [f] finish  [q] stop  [d] detach"
+        case ("attached keys", .de): return "[Leertaste] Pause  [f] abschließen  [q] Ende  [d] lösen"
         case ("guided keys", .en): return "[space] pause  [←/→] 15 s  [q] stop  [d] detach"
         case ("guided keys", .de): return "[Leertaste] Pause  [←/→] 15 s  [q] Ende  [d] lösen"
         case ("detached", .en): return "detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)"

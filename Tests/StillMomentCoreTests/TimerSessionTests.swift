@@ -266,3 +266,32 @@ extension TimerSessionTests {
         #expect(plan.total == Int64(out.count / 2))
     }
 }
+
+extension TimerSessionTests {
+    @Test("finish ends an open sit with the end gong on the frame it takes effect, then its ring-out; the record says finished")
+    func finishOpenSit() throws {
+        let dir = TempFolder()
+        let path = dir.file("open.wav")
+        let c = try TimerConfiguration(request: try TimerRequest(text: ["open": "yes", "preparation": "off", "interval": "30s",
+                                                                        "ambience": "forest"]), catalog: try catalog())
+        #expect(c.openEnded && c.duration == TimerConfiguration.maxDuration)
+        let session = try TimerSession(configuration: c, catalog: try catalog(), output: .file(path: path))
+        let runner = try SessionRunner(session, rendered: true)
+        while session.position < 70 * 44100 { usleep(1000) }
+        runner.markEnding(.finished)
+        session.finish()
+        session.waitUntilOver(timeout: 60)
+        #expect(session.wasFinished && session.playedToEnd)
+        let record = runner.finish()
+        #expect(record.endReason == .finished && record.plannedMilliseconds == 0 && record.summary == "open sit")
+        #expect(record.heardMilliseconds >= 70_000 && record.heardMilliseconds < 600_000)
+        let out = try readFloatWAV(path)
+        let gong = try decode("temple-bell.mp3")
+        let end = out.count / 2 - gong.count / 2          // the render ends with the gong's ring-out
+        #expect(end > 70 * 44100)
+        #expect(bestLag(out, gong, at: end) == 0, "the end gong starts on the finish frame")
+        // Nothing else starts after the finish: the interval gong due after it was dropped.
+        let heard = Int64(end) * 1000 / 44100
+        #expect(record.heardMilliseconds == heard)
+    }
+}

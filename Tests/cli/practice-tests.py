@@ -157,6 +157,18 @@ def main():
                   f"the CSV export imports into a new home, twice without duplicates, and exports the same ({o1.strip()}; {o2.strip()})")
         finally:
             other.close()
+        # An open sit in the daemon, finished: logged once as finished, with no planned length.
+        rc, out, err = c.run("timer", "open", "--preparation", "off", "--device", "null", "--detach")
+        time.sleep(1.0)
+        rc2, out2, err2 = c.run("finish")
+        time.sleep(2.0)
+        h = c.history() or []
+        o = [e for e in h if e["endReason"] == "finished"]
+        check(rc == 0 and rc2 == 0 and len(o) == 1 and o[0]["plannedSeconds"] == 0 and o[0]["heardSeconds"] > 0
+              and o[0]["name"] == "open sit", f"a finished open sit is logged once as finished ({o})")
+        rc, out, err = c.run("finish")
+        check(rc != 0 and len(err.strip().splitlines()) == 1, f"finish with nothing playing says so in one line ({err.strip()})")
+
         # Presets: saved after checking, used with overrides, logged by name.
         rc, out, err = c.run("preset", "save", "morning", "25m", "--interval", "5m", "--ambience", "forest")
         rc2, out2, err2 = c.run("preset", "save", "broken", "25m", "--gong", "no-such-gong")

@@ -1,4 +1,5 @@
 import StillMomentAudio
+import Synchronization
 
 /// Where a session's sound goes.
 public enum SessionOutput: Sendable {
@@ -24,6 +25,10 @@ public final class TimerSession: Session {
     public let plan: TimerPlan
     public let configuration: TimerConfiguration
     public let engine: AudioEngine
+    /// The end gong's file and length, for `finish`.
+    private let endGong: (path: String, frames: Int64)
+    /// The frame a `finish` took effect at (-1: not finished early).
+    private let finishedAt = FrameMarker()
 
     /// Opens the output and the sounds and schedules the whole session. Errors here
     /// (a device that cannot open, a damaged sound) come before anything plays.
@@ -45,6 +50,7 @@ public final class TimerSession: Session {
             }
         }
         let gong = try length(configuration.gong)
+        endGong = gong
         let interval = configuration.intervalTimes.isEmpty && configuration.randomBellTimes.isEmpty
             ? nil : try length(configuration.intervalGong)
         let section = configuration.sections == nil ? nil : try length(configuration.sectionGong)
@@ -119,7 +125,9 @@ public final class TimerSession: Session {
         case .idle: return .idle
         case .stopped: return .stopped
         case .finished: return .completed
-        default: return plan.state(at: engine.position)
+        default:
+            let p = engine.position, f = finishedAt.frame
+            return f >= 0 && p >= f ? .endGong : plan.state(at: p)
         }
     }
 
@@ -131,16 +139,49 @@ public final class TimerSession: Session {
     // MARK: Session
 
     public var kind: SessionKind { .timer }
-    public var summary: String { "timer of \(TimeText.compact(configuration.duration))" }
+    public var summary: String {
+        if configuration.openEnded { return "open sit" }
+        if let sections = configuration.sections { return sections.description }
+        return "timer of \(TimeText.compact(configuration.duration))"
+    }
     @discardableResult public func seek(by ms: Int64) -> Bool { false }
     /// Fades everything out over `seconds` from what is heard now, then ends.
     public func fadeOut(seconds: Double) { engine.fadeOutAndFinish(over: Int64(seconds * Double(engine.sampleRate))) }
     public var isOver: Bool { [.finished, .stopped, .failed].contains(engine.state) }
-    public var playedToEnd: Bool { engine.state == .finished && position >= plan.total }
+    public var playedToEnd: Bool {
+        engine.state == .finished && (position >= plan.total || finishedAt.frame >= 0)
+    }
+
+    /// Whether `finish` ended it early (as a completed sit).
+    public var wasFinished: Bool { finishedAt.frame >= 0 }
+
+    /// Ends the sit now as a completed one (`stillmoment finish`, `f`): from the next
+    /// frame rendered, the end gong's strikes on their exact frames and its ring-out,
+    /// while the ambience and anything ringing fade out over 3 s. Returns at once.
+    public func finish() {
+        let rate = Int64(engine.sampleRate)
+        let gong = endGong, volume = Float(configuration.gongVolume)
+        let strikes = GongSchedule.strikeOffsets(strikes: configuration.strikes).map { $0 * rate / 1000 }
+        let marker = finishedAt
+        let path = gong.path, frames = gong.frames, engineRate = engine.sampleRate
+        engine.finish(FinishPlan(fade: TimerPlan.ambienceFadeOut * rate / 1000) { t in
+            marker.set(t)
+            return strikes.enumerated().map { k, offset in
+                let start = t + offset, voiceID = 1_000_000 + k
+                return ScoreEntry(id: voiceID, start: start, end: start + frames) { () throws(AudioError) -> Voice in
+                    Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: engineRate), start: start, gain: volume)
+                }
+            }
+        })
+    }
     public var errors: [AudioError] { engine.errors }
-    public var plannedMilliseconds: Int64 { configuration.duration }
+    /// 0 for an open sit (it had no planned length).
+    public var plannedMilliseconds: Int64 { configuration.openEnded ? 0 : configuration.duration }
     /// Meditation time heard: from the start gong, pauses excluded, up to zero.
-    public var heardMilliseconds: Int64 { plan.elapsed(at: position) }
+    public var heardMilliseconds: Int64 {
+        let f = finishedAt.frame
+        return plan.elapsed(at: f >= 0 ? min(position, f) : position)
+    }
     public func waitUntilOver(timeout seconds: Double) { _ = engine.waitUntilDone(timeout: seconds) }
     public func close() { engine.stop() }
     public func ended(_ record: SessionRecord) {}
@@ -150,4 +191,11 @@ public final class TimerSession: Session {
         let s = engine.waitUntilDone()
         return s == .finished ? .completed : .stopped
     }
+}
+
+/// A frame set once from the render thread and read anywhere (-1 until then).
+final class FrameMarker: Sendable {
+    private let value = Atomic<Int64>(-1)
+    var frame: Int64 { value.load(ordering: .acquiring) }
+    func set(_ frame: Int64) { value.store(frame, ordering: .releasing) }
 }
