@@ -46,6 +46,7 @@ test: deps-test
 	bash Tests/cli/library-faults.sh
 	python3 Tests/cli/cli-tests.py
 	python3 Tests/cli/practice-tests.py
+	python3 Tests/cli/schedule-tests.py
 	python3 Tests/cli/daemon-tests.py
 
 bench: deps-bench release

@@ -173,8 +173,11 @@ public final class Daemon {
                 flushAll()
                 return
             }
-            pollOnce(timeoutMs: host.isIdle ? 250 : 100)
+            // Idle with nobody connected, the loop sleeps until the socket watchdog's next
+            // look (5 s) or the next scheduled entry, whichever comes first.
+            pollOnce(timeoutMs: host.pollTimeout(cap: host.isIdle ? (clients.isEmpty ? 5000 : 250) : 100))
             host.reap()
+            host.tickSchedule()
             broadcast(host.takeEvents())
             let t = now()
             if t - lastCheck >= 5 {
@@ -203,7 +206,8 @@ public final class Daemon {
                 c.closeWhenFlushed = true
             }
             reapClients()
-            if options.onDemand, host.isIdle, t - idleSince > options.idleExit {
+            // A daemon that keeps a schedule does not exit when idle.
+            if options.onDemand, host.isIdle, !host.keepsTime, t - idleSince > options.idleExit {
                 log.info("no session for \(Int(options.idleExit)) s: exiting")
                 flushAll()
                 return

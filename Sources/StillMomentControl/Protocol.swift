@@ -60,6 +60,10 @@ public enum ControlCommand: String, Sendable, CaseIterable {
     case status, pause, resume, stop, seek, subscribe, unsubscribe, timer, play
     /// Ends a running timer now, with its end gong, as a completed sit.
     case finish
+    /// The schedule changed: the daemon looks at it again.
+    case reschedule
+    /// Runs a scheduled entry now (`{"id": N}`).
+    case ringNow = "ring-now"
 }
 
 /// A decoded message from a client.

@@ -32,6 +32,7 @@ final class HostedSession: Sendable {
     enum Kind: Sendable {
         case timer(TimerSession)
         case guided(GuidedSession, device: String)
+        case bell(BellSession)
     }
     let id: Int
     let source: AudioSource
@@ -49,6 +50,7 @@ final class HostedSession: Sendable {
         switch kind {
         case .timer(let t): return t.engine
         case .guided(let g, _): return g.engine
+        case .bell(let b): return b.engine
         }
     }
 
@@ -78,6 +80,7 @@ final class SessionHost {
         self.store = store
         self.log = log
         practice = PracticeLog(store: store)
+        scheduler = Scheduler(store: store, log: log)
         // Sessions that died with the last daemon are closed with what was heard.
         do {
             let closed = try practice.closeInterrupted()
@@ -89,6 +92,17 @@ final class SessionHost {
 
     /// Where heard sessions are recorded (by their runner).
     let practice: PracticeLog
+    /// The daemon's own clock for the schedule.
+    let scheduler: Scheduler
+
+    /// Keeps the daemon alive when idle: there are entries to ring.
+    var keepsTime: Bool { scheduler.hasEntries }
+
+    /// How long the loop may sleep: `cap`, or until the next scheduled entry.
+    func pollTimeout(cap: Int32) -> Int32 { scheduler.timeout(cap: cap) }
+
+    /// Runs what the schedule says is due now.
+    func tickSchedule() { scheduler.tick(self) }
 
     var isIdle: Bool { active == nil }
 
@@ -128,6 +142,17 @@ final class SessionHost {
             s.markEnding(.finished)
             t.finish()
             log.info("session \(s.id) finishing")
+            return status()
+        case .reschedule:
+            scheduler.reschedule()
+            return status()
+        case .ringNow:
+            guard let n = args["id"]?.number, n == n.rounded(), abs(n) < 1e15 else {
+                throw ProtocolError(.badArguments, "ring-now needs {\"id\": N}")
+            }
+            let entry: ScheduleEntry
+            do { entry = try ScheduleStore(store: store).require(String(Int64(n))) } catch { throw ProtocolError(error) }
+            scheduler.run(entry, at: Int64(Scheduler.wallClock()), host: self, now: Scheduler.wallClock(), manual: true)
             return status()
         case .seek:
             return try seek(args)
@@ -196,20 +221,85 @@ final class SessionHost {
         } catch {
             throw ProtocolError(error)
         }
+        return started(try launchTimer(configuration, catalog: catalog, preset: preset?.name, scheduled: false))
+    }
+
+    /// Starts a timer session (the device claimed for it); returns its id.
+    private func launchTimer(_ configuration: TimerConfiguration, catalog: SoundCatalog, preset: String?,
+                             scheduled: Bool) throws(ProtocolError) -> Int {
         let id = claim(.timer)
         let session: TimerSession
         let runner: SessionRunner
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog,
                                        output: .device(DeviceConfiguration(name: configuration.device)))
-            runner = try SessionRunner(session, log: practice, preset: preset?.name)
+            runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled)
         } catch {
             coordinator.release(.timer)
             throw ProtocolError(error)
         }
         begin(HostedSession(id: id, source: .timer, kind: .timer(session), runner: runner))
-        log.info("session \(id): timer of \(TimeText.clock(configuration.duration)) on \(configuration.device)")
-        return started(id)
+        log.info("session \(id): \(scheduled ? "scheduled " : "")\(session.summary) on \(configuration.device)")
+        return id
+    }
+
+    // MARK: scheduled work (nothing that plays is ever interrupted)
+
+    /// Whether nothing plays (a scheduled entry may start).
+    var deviceFree: Bool {
+        reap()
+        return active == nil
+    }
+
+    /// A scheduled sit: a preset and/or options over the settings.
+    func startScheduledTimer(preset name: String?, request: TimerRequest) throws(ProtocolError) -> Int {
+        let catalog: SoundCatalog
+        let configuration: TimerConfiguration
+        var preset: Preset?
+        do throws(CoreError) {
+            catalog = try SoundCatalog.withCustomSounds(store: store)
+            if let name { preset = try PresetStore(store: store).require(name) }
+            configuration = try TimerConfiguration(settings: try Settings.load(), preset: preset, options: request, catalog: catalog)
+        } catch {
+            throw ProtocolError(error)
+        }
+        return try launchTimer(configuration, catalog: catalog, preset: preset?.name, scheduled: true)
+    }
+
+    /// A scheduled guided meditation.
+    func startScheduledPlay(meditation key: String) throws(ProtocolError) -> Int {
+        let m: Meditation
+        let device: String
+        do throws(CoreError) {
+            m = try store.find(key)
+            device = try Settings.load().value("device")
+        } catch {
+            throw ProtocolError(error)
+        }
+        return try launchGuided(meditation: m, from: 0, preparation: 0, device: device, preview: false, scheduled: true)
+    }
+
+    /// A bell only, when nothing plays.
+    func ringBell(sound id: String, strikes: Int, volume: Double) throws(ProtocolError) -> Int {
+        let session: BellSession
+        let device: String
+        do throws(CoreError) {
+            let catalog = try SoundCatalog.withCustomSounds(store: store)
+            device = try Settings.load().value("device")
+            session = try BellSession(sound: try catalog.gong(id), strikes: strikes, volume: volume, catalog: catalog,
+                                      output: .device(DeviceConfiguration(name: device)))
+        } catch {
+            throw ProtocolError(error)
+        }
+        let sid = claim(.bell)
+        let runner: SessionRunner
+        do { runner = try SessionRunner(session) } catch {
+            coordinator.release(.bell)
+            throw ProtocolError(error)
+        }
+        begin(HostedSession(id: sid, source: .bell, kind: .bell(session), runner: runner))
+        log.info("session \(sid): bell \(id) ×\(strikes) on \(device)")
+        return sid
     }
 
     private func startGuided(_ args: [String: JSON]) throws(ProtocolError) -> JSON {
@@ -233,6 +323,12 @@ final class SessionHost {
 
     private func startGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
                              preview: Bool) throws(ProtocolError) -> JSON {
+        started(try launchGuided(meditation: m, from: from, preparation: preparation, device: device, preview: preview,
+                                 scheduled: false))
+    }
+
+    private func launchGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
+                              preview: Bool, scheduled: Bool) throws(ProtocolError) -> Int {
         let source: AudioSource = preview ? .preview : .guided
         let id = claim(source)
         let session: GuidedSession
@@ -249,15 +345,15 @@ final class SessionHost {
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
                                             preparation: preparation, from: from)
             }
-            runner = try SessionRunner(session, log: practice)
+            runner = try SessionRunner(session, log: practice, scheduled: scheduled)
         } catch {
             coordinator.release(source)
             throw ProtocolError(error)
         }
         if !preview { suspended = nil }      // a new guided meditation replaces the one kept
         begin(HostedSession(id: id, source: source, kind: .guided(session, device: device), runner: runner))
-        log.info("session \(id): \(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
-        return started(id)
+        log.info("session \(id): \(scheduled ? "scheduled: " : "")\(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
+        return id
     }
 
     /// Takes the device for `source`: the session playing now ends first (a timer stops,
@@ -384,6 +480,7 @@ final class SessionHost {
         switch s.kind {
         case .timer(let t): return "\(s.id)|\(t.plan.state(at: t.position).rawValue)|\(paused)"
         case .guided: return "\(s.id)|guided|\(paused)"
+        case .bell: return "\(s.id)|bell|\(paused)"
         }
     }
 
@@ -397,6 +494,7 @@ final class SessionHost {
                                       "position": .number(Double(p.position))])
         }
         if let e = lastEnded { o["lastEnded"] = e }
+        if let next = scheduler.nextJSON { o["nextScheduled"] = next }
         guard let s = active else {
             o["state"] = .string("idle")
             return .object(o)
@@ -440,6 +538,9 @@ final class SessionHost {
             o["meditation"] = .object(["id": .string(m.id), "name": .string(m.name), "teacher": .string(m.teacher)])
             o["position"] = .number(Double(g.filePosition))
             o["duration"] = .number(Double(m.trimEnd ?? m.durationMilliseconds))
+        case .bell(let b):
+            o["state"] = .string("bell")
+            o["sound"] = .string(b.sound.id)
         }
         return .object(o)
     }

@@ -21,7 +21,7 @@ public enum Display {
         text.split(separator: "\n", omittingEmptySubsequences: false).map { clean(String($0)) }.joined(separator: "\n")
     }
 
-    static func isControl(_ s: Unicode.Scalar) -> Bool {
+    public static func isControl(_ s: Unicode.Scalar) -> Bool {
         let v = s.value
         if v == 0x09 { return false }
         return v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2028 || v == 0x2029

@@ -128,7 +128,10 @@ enum StatusText {
             let verb = s["source"]?.string == "preview" ? "preview" : s["state"]?.string == "preparation" ? "preparing" : "playing"
             return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(clock(s["position"])) / \(clock(s["duration"]))"
         default:
-            return "idle"
+            guard let next = s["nextScheduled"], let at = next["at"]?.string, let t = LocalTime(iso8601: at) else { return "idle" }
+            let what = next["name"]?.string ?? next["action"]?.string ?? ""
+            return Language.current == .de ? "still; als Nächstes \(PracticeText.when(t)): \(what)"
+                                           : "idle; next \(PracticeText.when(t)): \(what)"
         }
     }
 

@@ -131,9 +131,9 @@ extension SimpleControlCommand {
 }
 
 /// One request to the running daemon (never starting one); its answer, or the exit.
-func control(_ command: ControlCommand, _ args: [String: JSON] = [:]) throws -> JSON {
+func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool = false) throws -> JSON {
     do {
-        return try ControlClient.connect().request(command, args)
+        return try ControlClient.connect(startIfNeeded: start).request(command, args)
     } catch {
         throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
     }

@@ -122,7 +122,7 @@ public enum PracticeExport {
         }
         let id = try need("id").lowercased()
         guard StoredName.isUUID(Substring(id)) else { throw ImportError(line: line, reason: "id '\(Display.clean(id))' is not a UUID") }
-        guard let kind = SessionKind(rawValue: try need("kind")), kind != .preview else {
+        guard let kind = SessionKind(rawValue: try need("kind")), kind == .timer || kind == .guided else {
             throw ImportError(line: line, reason: "kind must be timer or guided")
         }
         guard let start = LocalTime(iso8601: try need("start")) else {

@@ -67,7 +67,7 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
     }
 
     /// `06:30` or `06:30:15` → seconds since midnight.
-    static func clock(_ text: String) -> Int? {
+    public static func clock(_ text: String) -> Int? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2 || parts.count == 3,
               parts.allSatisfy({ (1...2).contains($0.count) && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
@@ -101,7 +101,7 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
 
     /// The instant a wall-clock time on `date` rings: the first occurrence in an overlap,
     /// the first valid minute after it in a gap.
-    static func instant(_ date: CivilDate, _ time: Int, _ zone: ZoneRules) -> Int64 {
+    public static func instant(_ date: CivilDate, _ time: Int, _ zone: ZoneRules) -> Int64 {
         var local = Int64(date.daysSinceEpoch) * 86_400 + Int64(time)
         for _ in 0..<(4 * 60) {
             if let first = zone.instants(local: local).first { return first }

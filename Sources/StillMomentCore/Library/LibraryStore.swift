@@ -165,6 +165,7 @@ public final class LibraryStore: Sendable {
         }
         m.registerMigration("v2-practice", migrate: PracticeLog.createTables)
         m.registerMigration("v3-presets", migrate: PresetStore.createTables)
+        m.registerMigration("v4-schedule", migrate: ScheduleStore.createTables)
         return m
     }
 

@@ -3,6 +3,8 @@ import Synchronization
 /// Who may use the sound: one source at a time.
 public enum AudioSource: String, Sendable, Equatable {
     case timer, guided, preview
+    /// A scheduled bell (only when nothing else plays).
+    case bell
 }
 
 /// Grants the audio session to one source at a time. A request from another source first

@@ -5,6 +5,8 @@ import StillMomentAudio
 
 public enum SessionKind: String, Codable, Sendable, CaseIterable {
     case timer, guided, preview
+    /// A bell only (scheduled): not practice.
+    case bell
 }
 
 /// Why a session ended.

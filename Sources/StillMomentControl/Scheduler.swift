@@ -1,0 +1,189 @@
+/// The daemon keeps time: one wake-up, computed from the schedule (on every change, on a
+/// clock jump and past each occurrence), at which due entries run through the session
+/// host. Policy: nothing that plays is interrupted. A bell rings only when nothing plays,
+/// else it is skipped and recorded; a sit or a guided meditation waits up to 10 minutes
+/// for the device, then is recorded as missed. Occurrences passed more than 5 minutes ago
+/// (the clock jumped forward) are recorded as missed, never run late in a burst; a clock
+/// that goes back runs nothing twice (each entry remembers the last occurrence handled).
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentCore
+
+final class Scheduler {
+    static let maxWait: Double = 600
+
+    private let schedules: ScheduleStore
+    private let log: Logger
+    private var zone = ZoneRules.system()
+    /// When to look again (unix seconds), nil when nothing is scheduled.
+    private(set) var wake: Double?
+    private var dirty = true
+    /// Sits waiting for the device: the entry and since when.
+    private var waiting: [(entry: ScheduleEntry, at: Int64, since: Double)] = []
+    /// Wall clock minus monotonic clock at the last look: a change is a clock jump.
+    private var clockBase: Double = 0
+    private(set) var entryCount = 0
+    private(set) var next: (entry: ScheduleEntry, at: Int64)?
+
+    init(store: LibraryStore, log: Logger) {
+        schedules = ScheduleStore(store: store)
+        self.log = log
+        clockBase = Self.wallClock() - Self.monotonic()
+    }
+
+    /// The schedule changed (a client said so): look again now.
+    func reschedule() { dirty = true }
+
+    var hasEntries: Bool { entryCount > 0 }
+
+    static func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Milliseconds until the next wake-up, at most `cap`.
+    func timeout(cap: Int32) -> Int32 {
+        if dirty || !waiting.isEmpty { return min(cap, waiting.isEmpty ? 0 : 1000) }
+        guard let wake else { return cap }
+        let ms = (wake - Self.wallClock()) * 1000
+        return Int32(max(0, min(Double(cap), ms.rounded(.up))))
+    }
+
+    /// Runs what is due. Called from the daemon's loop after every wake-up.
+    func tick(_ host: SessionHost) {
+        let wall = Self.wallClock()
+        let base = wall - Self.monotonic()
+        if abs(base - clockBase) > 2 {
+            log.notice("the clock jumped by \(Int(base - clockBase)) s: looking at the schedule again")
+            dirty = true
+            zone = ZoneRules.system()
+        }
+        clockBase = base
+        retryWaiting(host, now: wall)
+        guard dirty || (wake.map { wall >= $0 } ?? false) else { return }
+        dirty = false
+        decide(host, now: wall)
+    }
+
+    private func decide(_ host: SessionHost, now: Double) {
+        let entries: [ScheduleEntry]
+        let quiet: Set<CivilDate>
+        do {
+            entries = try schedules.all()
+            quiet = try schedules.quietDays()
+        } catch {
+            log.error("cannot read the schedule: \(error.description)")
+            wake = now + 60
+            return
+        }
+        entryCount = entries.count
+        let seeds = Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0.seed) })
+        let outcome = ScheduleDecision.decide(
+            entries.map { ScheduleDecision.Entry(id: $0.id, when: $0.when, enabled: $0.enabled, lastHandled: $0.lastHandled) },
+            now: Int64(now.rounded(.down)), zone: zone, quiet: quiet) { seeds[$0] ?? 0 }
+        for m in outcome.missed {
+            record(m.id, at: m.at, "missed", "the clock was late (a boot without a clock?) or the daemon was not running")
+        }
+        for r in outcome.run {
+            guard let entry = entries.first(where: { $0.id == r.id }) else { continue }
+            run(entry, at: r.at, host: host, now: now)
+        }
+        wake = outcome.wake.map(Double.init)
+        next = nil
+        if let w = outcome.wake {
+            for e in entries where e.enabled {
+                if let t = e.when.next(after: Int64(now.rounded(.down)), zone: zone, seed: e.seed, quiet: quiet), t == w {
+                    next = (e, t)
+                    break
+                }
+            }
+        }
+    }
+
+    /// Runs one occurrence (or the entry now, for `ring-now`).
+    func run(_ entry: ScheduleEntry, at: Int64, host: SessionHost, now: Double, manual: Bool = false) {
+        if !manual { handled(entry.id, at) }
+        switch entry.action {
+        case .bell(let sound, let strikes, let volume):
+            guard host.deviceFree else {
+                record(entry.id, at: at, "skipped", "something was playing")
+                return
+            }
+            do {
+                _ = try host.ringBell(sound: sound, strikes: strikes, volume: volume)
+                record(entry.id, at: at, "ran", manual ? "rung now" : Self.lateness(at))
+            } catch {
+                record(entry.id, at: at, "failed", error.message)
+            }
+        case .timer, .play:
+            if host.deviceFree {
+                start(entry, at: at, host: host, manual: manual)
+            } else {
+                log.info("schedule \(entry.id): something plays; waiting up to 10 minutes")
+                waiting.append((entry, at, now))
+            }
+        }
+    }
+
+    private func start(_ entry: ScheduleEntry, at: Int64, host: SessionHost, manual: Bool) {
+        do {
+            switch entry.action {
+            case .timer(let preset, let request): _ = try host.startScheduledTimer(preset: preset, request: request)
+            case .play(let meditation): _ = try host.startScheduledPlay(meditation: meditation)
+            case .bell: return
+            }
+            record(entry.id, at: at, "ran", manual ? "rung now" : Self.lateness(at))
+        } catch {
+            record(entry.id, at: at, "failed", error.message)
+        }
+    }
+
+    private func retryWaiting(_ host: SessionHost, now: Double) {
+        guard !waiting.isEmpty else { return }
+        var still: [(entry: ScheduleEntry, at: Int64, since: Double)] = []
+        for w in waiting {
+            if host.deviceFree {
+                start(w.entry, at: w.at, host: host, manual: false)
+            } else if now - w.since > Self.maxWait {
+                record(w.entry.id, at: w.at, "missed", "something played for 10 minutes")
+            } else {
+                still.append(w)
+            }
+        }
+        waiting = still
+    }
+
+    /// How long after its time an entry started (the daemon aims at 0; see the README).
+    static func lateness(_ at: Int64) -> String {
+        "started \(Int(((wallClock() - Double(at)) * 1000).rounded())) ms after its time"
+    }
+
+    private func handled(_ id: Int64, _ at: Int64) {
+        do { try schedules.handled(id, at: at) } catch { log.error("cannot update the schedule: \(error.description)") }
+    }
+
+    private func record(_ id: Int64, at: Int64, _ outcome: String, _ detail: String?) {
+        if outcome == "missed" { handled(id, at) }
+        log.info("schedule \(id) at \(LocalTime(unix: at, utcOffset: zone.offset(at: at)).iso8601): \(outcome)\(detail.map { " (\($0))" } ?? "")")
+        do { try schedules.record(ScheduleEvent(entry: id, at: at, outcome: outcome, detail: detail)) } catch {
+            log.error("cannot record the schedule's event: \(error.description)")
+        }
+    }
+
+    /// The next item, for `status`.
+    var nextJSON: JSON? {
+        guard let next else { return nil }
+        var o: [String: JSON] = ["id": .number(Double(next.entry.id)), "at": .string(zone.localTime(next.at).iso8601),
+                                 "when": .string(next.entry.when.description), "action": .string(next.entry.action.description)]
+        if let name = next.entry.name { o["name"] = .string(name) }
+        return .object(o)
+    }
+}

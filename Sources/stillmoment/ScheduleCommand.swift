@@ -1,0 +1,367 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import StillMomentControl
+import StillMomentCore
+
+/// `schedule`: the daemon keeps time (daily sits, retreat timetables, mindfulness bells).
+struct ScheduleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "schedule",
+        abstract: "Sits, guided meditations and bells the daemon rings by itself.",
+        discussion: """
+            WHEN: daily 06:30 | weekdays 06:30 | weekends 08:00 | mon,wed,fri 18:00 | 2026-12-24 07:00 | \
+            2026-12-24T07:00:30 | every 45m-90m between 09:00-18:00 (random bells in a daily window). \
+            ACTION: --preset NAME and/or timer options (--duration 20m --interval 5m …), --play MEDITATION, or \
+            --bell SOUND [--strikes N] [--volume V]. Local wall-clock times (TZ honoured). Nothing that plays is \
+            interrupted: a bell rings only when nothing plays (else it is skipped and recorded), a sit or a guided \
+            meditation waits up to 10 minutes for the device (then it is recorded as missed). After a clock jump \
+            forward, entries passed within 5 minutes still ring; older ones are recorded as missed.
+            """,
+        subcommands: [Add.self, List.self, Upcoming.self, Remove.self, Disable.self, Enable.self, Skip.self,
+                      Import.self, Export.self, RingNow.self])
+
+    static let policy = "policy: nothing that plays is interrupted; a bell is skipped then, a sit or guided meditation waits up to 10 min; entries more than 5 min late are missed"
+
+    /// The entry's words as the command line and the file format take them.
+    struct EntryOptions: ParsableArguments {
+        @Argument(help: "WHEN, then nothing else: daily 06:30, 2026-12-24 07:00, every 45m-90m between 09:00-18:00 …")
+        var when: [String] = []
+        @OptionGroup var timer: TimerOptions
+        @Option(help: "A sit with this preset (timer options given override it).", completion: Complete.presets) var preset: String?
+        @Option(help: "A guided meditation from the library.", completion: Complete.meditations) var play: String?
+        @Option(help: "A bell only (no session): a gong's id.", completion: Complete.gongs) var bell: String?
+        @Option(help: "The bell's volume, 0 to 1.") var volume: String?
+        @Option(help: "A name for the entry.") var name: String?
+
+        func entry() throws(CoreError) -> (ScheduleWhen, ScheduleAction, String?) {
+            let when = try ScheduleWhen(parsing: self.when.joined(separator: " "))
+            var text = timer.text
+            let kinds = [preset != nil || !text.isEmpty, play != nil, bell != nil].filter { $0 }.count
+            guard kinds == 1 else {
+                throw CoreError.badRequest(kinds == 0 ? "say what to do: --preset NAME, timer options, --play MEDITATION or --bell SOUND"
+                                                      : "one action per entry: a sit (--preset, timer options), --play or --bell")
+            }
+            let action: ScheduleAction
+            if let bell {
+                let strikes = try text["strikes"].map { (s) throws(CoreError) -> Int in
+                    guard case .count(let n) = try TimerValue.parse(s, as: .strikes) else { return 1 }
+                    return n
+                } ?? 1
+                text["strikes"] = nil
+                guard text.isEmpty else { throw CoreError.badRequest("a bell takes --strikes and --volume only") }
+                var v = 1.0
+                if let volume {
+                    guard case .volume(let parsed) = try TimerValue.parse(volume, as: .gongVolume) else { throw CoreError.badRequest("--volume") }
+                    v = parsed
+                }
+                action = .bell(sound: bell, strikes: strikes, volume: v)
+            } else if let play {
+                action = .play(meditation: play)
+            } else {
+                guard volume == nil else { throw CoreError.badRequest("--volume goes with --bell (a sit takes --gong-volume)") }
+                action = .timer(preset: preset, request: try TimerRequest(text: text))
+            }
+            let cleanName = name.map { $0.trimmingWhitespace() }
+            if let cleanName, cleanName.isEmpty || cleanName.count > 80 || cleanName.unicodeScalars.contains(where: Display.isControl) {
+                throw CoreError.badValue(option: "--name", reason: "1 to 80 characters, no control characters")
+            }
+            return (when, action, cleanName)
+        }
+    }
+
+    /// Checks an action against the library now (not on the morning it rings).
+    static func check(_ action: ScheduleAction, store: LibraryStore) throws(CoreError) {
+        let catalog = try SoundCatalog.withCustomSounds(store: store)
+        switch action {
+        case .timer(let presetName, let request):
+            let preset = try presetName.map { (n) throws(CoreError) in try PresetStore(store: store).require(n) }
+            _ = try TimerConfiguration(settings: try Settings.load(), preset: preset, options: request, catalog: catalog)
+        case .play(let m):
+            _ = try store.find(m)
+        case .bell(let sound, _, _):
+            _ = try catalog.gong(sound)
+        }
+    }
+
+    /// Tells a running daemon to look at the schedule again; with `start`, starts one
+    /// (an on-demand daemon with a schedule stays).
+    static func notifyDaemon(start: Bool) {
+        do {
+            let client = try ControlClient.connect(startIfNeeded: start)
+            try client.request(.reschedule)
+        } catch {
+            if start { Console.err("warning: the daemon could not be told: \(error.description)") }
+        }
+    }
+
+    /// One line when the daemon is not a systemd user service (it must run for schedules).
+    static func serviceHint() {
+        guard access("/usr/bin/systemctl", X_OK) == 0 || access("/bin/systemctl", X_OK) == 0,
+              let pipe = popen("systemctl --user is-enabled stillmoment 2>/dev/null", "r") else { return }
+        var buf = [CChar](repeating: 0, count: 64)
+        let line = fgets(&buf, 64, pipe) != nil ? String(cString: buf).trimmingWhitespace() : ""
+        pclose(pipe)
+        guard line != "enabled" else { return }
+        Console.err(Language.current == .de
+            ? "Hinweis: der Daemon ist kein Dienst; damit der Zeitplan auch nach einem Neustart läutet: `systemctl --user enable --now stillmoment` und `loginctl enable-linger $USER`"
+            : "note: the daemon is not a service; for the schedule to ring after a reboot too: `systemctl --user enable --now stillmoment` and `loginctl enable-linger $USER`")
+    }
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add an entry: WHEN ACTION [--name NAME].")
+        @OptionGroup var entry: EntryOptions
+
+        func run() throws {
+            let store = try openStore()
+            do {
+                let (when, action, name) = try entry.entry()
+                try ScheduleCommand.check(action, store: store)
+                let added = try ScheduleStore(store: store).add(when: when, action: action, name: name, after: LocalTime.now().unix)
+                let zone = ZoneRules.system()
+                let next = when.next(after: LocalTime.now().unix, zone: zone, seed: added.seed, quiet: try ScheduleStore(store: store).quietDays())
+                Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(action)"
+                            + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when(zone.localTime($0)))" : "; next \(PracticeText.when(zone.localTime($0)))" } ?? ""))
+            } catch {
+                throw Console.fail(error)
+            }
+            ScheduleCommand.notifyDaemon(start: true)
+            ScheduleCommand.serviceHint()
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The entries, each with its next time and what last happened.")
+        @Flag(help: "Print JSON.") var json = false
+        func run() throws {
+            let store = try openStore()
+            let schedules = ScheduleStore(store: store)
+            let entries: [ScheduleEntry], quiet: Set<CivilDate>
+            do {
+                entries = try schedules.all()
+                quiet = try schedules.quietDays()
+            } catch { throw Console.fail(error) }
+            let zone = ZoneRules.system(), now = LocalTime.now().unix
+            struct Item: Encodable {
+                let id: Int64, name: String?, when: String, action: String, enabled: Bool, next: String?
+                let last: String?, lastOutcome: String?
+            }
+            var items: [Item] = []
+            for e in entries {
+                let next = e.enabled ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
+                let last = (try? schedules.events(entry: e.id, limit: 1))?.first
+                items.append(Item(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
+                                  next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
+                                  lastOutcome: last.map { $0.outcome + ($0.detail.map { ": \($0)" } ?? "") }))
+            }
+            if json {
+                struct Listing: Encodable { let entries: [Item]; let quietDays: [String]; let policy: String }
+                Console.out(jsonText(Listing(entries: items, quietDays: quiet.sorted().map(\.description), policy: ScheduleCommand.policy)))
+                return
+            }
+            if items.isEmpty { Console.out(Language.current == .de ? "der Zeitplan ist leer" : "the schedule is empty") }
+            for i in items {
+                let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : "off")
+                Console.out("\(String(i.id).padded(to: 4)) \(next.padded(to: 17)) \(i.when)  \(i.action)\(i.name.map { "  (\($0))" } ?? "")"
+                            + (i.lastOutcome.map { "  [last: \($0)]" } ?? ""))
+            }
+            if !quiet.isEmpty { Console.out((Language.current == .de ? "stille Tage: " : "quiet days: ") + quiet.sorted().map(\.description).joined(separator: ", ")) }
+            Console.out(ScheduleCommand.policy)
+        }
+    }
+
+    struct Upcoming: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "A dry run: exactly what would ring, and when.")
+        @Option(help: "From this time (2026-12-24 or 2026-12-24T06:00:00).") var from: String?
+        @Option(help: "Until this time (default: a week after --from).") var until: String?
+        @Option(help: "At most N items (default 50).") var count: Int = 50
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            let zone = ZoneRules.system()
+            func instant(_ text: String?, _ option: String, default value: Int64) throws -> Int64 {
+                guard let text else { return value }
+                if let d = CivilDate(text) { return ScheduleWhen.instant(d, 0, zone) }
+                if let t = LocalTime(iso8601: text) { return t.unix }
+                if text.count == 19, let d = CivilDate(String(text.prefix(10))), let s = ScheduleWhen.clock(String(text.suffix(8))) {
+                    return ScheduleWhen.instant(d, s, zone)
+                }
+                throw Console.fail(CoreError.badValue(option: option, reason: "'\(text)' is not a date or date-time like 2026-12-24T06:00:00"))
+            }
+            guard (1...10_000).contains(count) else { throw Console.fail(CoreError.badValue(option: "--count", reason: "\(count) is not from 1 to 10000")) }
+            let start = try instant(from, "--from", default: LocalTime.now().unix)
+            let end = try instant(until, "--until", default: start + 7 * 86_400)
+            let store = try openStore()
+            let schedules = ScheduleStore(store: store)
+            var items: [(at: Int64, entry: ScheduleEntry)] = []
+            do {
+                let quiet = try schedules.quietDays()
+                for e in try schedules.all() where e.enabled {
+                    for t in e.when.occurrences(after: max(start - 1, e.lastHandled), until: end, zone: zone, seed: e.seed, quiet: quiet,
+                                                limit: count) {
+                        items.append((t, e))
+                    }
+                }
+            } catch { throw Console.fail(error) }
+            items.sort { ($0.at, $0.entry.id) < ($1.at, $1.entry.id) }
+            items = Array(items.prefix(count))
+            if json {
+                struct Item: Encodable { let at: String; let id: Int64; let name: String?; let action: String }
+                Console.out(jsonText(items.map { Item(at: zone.localTime($0.at).iso8601, id: $0.entry.id, name: $0.entry.name,
+                                                      action: $0.entry.action.description) }))
+                return
+            }
+            if items.isEmpty { Console.out(Language.current == .de ? "nichts läutet in dieser Zeit" : "nothing rings then") }
+            for i in items {
+                Console.out("\(zone.localTime(i.at).iso8601)  \(String(i.entry.id).padded(to: 4)) \(i.entry.action)\(i.entry.name.map { "  (\($0))" } ?? "")")
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove an entry.")
+        @Argument(help: "The entry's id (see `schedule list`).") var id: String
+        func run() throws {
+            let store = try openStore()
+            do {
+                let e = try ScheduleStore(store: store).require(id)
+                try ScheduleStore(store: store).remove(e.id)
+                Console.out((Language.current == .de ? "entfernt: " : "removed: ") + "\(e.id) \(e.when) \(e.action)")
+            } catch { throw Console.fail(error) }
+            ScheduleCommand.notifyDaemon(start: false)
+        }
+    }
+
+    struct Disable: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Keep an entry but ring it no more.")
+        @Argument(help: "The entry's id.") var id: String
+        func run() throws { try ScheduleCommand.setEnabled(id, false) }
+    }
+
+    struct Enable: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Ring a disabled entry again (from now on).")
+        @Argument(help: "The entry's id.") var id: String
+        func run() throws { try ScheduleCommand.setEnabled(id, true) }
+    }
+
+    static func setEnabled(_ id: String, _ on: Bool) throws {
+        let store = try openStore()
+        do {
+            let schedules = ScheduleStore(store: store)
+            let e = try schedules.require(id)
+            try schedules.setEnabled(e.id, on, now: LocalTime.now().unix)
+            Console.out("\(e.id) \(e.when) \(e.action): " + (on ? (Language.current == .de ? "an" : "enabled") : (Language.current == .de ? "aus" : "disabled")))
+        } catch { throw Console.fail(error) }
+        notifyDaemon(start: on)
+    }
+
+    struct Skip: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "A quiet day: nothing rings that day (--undo rings it again).")
+        @Argument(help: "The day, like 2026-12-24.") var date: String
+        @Flag(help: "Make the day an ordinary one again.") var undo = false
+        func run() throws {
+            guard let d = CivilDate(date) else { throw Console.fail(CoreError.badValue(option: "", reason: "'\(date)' is not a date like 2026-12-24")) }
+            let store = try openStore()
+            do {
+                if undo { try ScheduleStore(store: store).unskip(d) } else { try ScheduleStore(store: store).skip(d) }
+            } catch { throw Console.fail(error) }
+            Console.out(undo ? (Language.current == .de ? "\(d) läutet wieder" : "\(d) rings again")
+                             : (Language.current == .de ? "\(d) ist ein stiller Tag" : "\(d) is a quiet day"))
+            ScheduleCommand.notifyDaemon(start: false)
+        }
+    }
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a whole timetable from a file.",
+            discussion: "One entry a line, WHEN and ACTION as for `schedule add` (e.g. `daily 06:00 --preset morning --name \"Morning sit\"`); `#` starts a comment; blank lines are skipped. Every line is checked before any is added.")
+        @Argument(help: "The timetable.", completion: .file()) var file: String
+        @Flag(help: "Remove the present entries first (replace the timetable).") var replace = false
+
+        func run() throws {
+            var st = stat()
+            guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 1 << 20,
+                  let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): not a readable text file of at most 1 MB"))
+            }
+            let store = try openStore()
+            var parsed: [(ScheduleWhen, ScheduleAction, String?)] = []
+            for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let line = String(raw).trimmingWhitespace()
+                if line.isEmpty || line.hasPrefix("#") { continue }
+                do {
+                    let words = try ShellWords.split(line)
+                    let options = try EntryOptions.parse(words)
+                    let entry = try options.entry()
+                    try ScheduleCommand.check(entry.1, store: store)
+                    parsed.append(entry)
+                } catch let error as CoreError {
+                    throw Console.fail(CoreError.badValue(option: "", reason: "\(file) line \(n + 1): \(error.description)"))
+                } catch {
+                    throw Console.fail(CoreError.badValue(option: "", reason: "\(file) line \(n + 1): \(EntryOptions.message(for: error).split(separator: "\n").first ?? "")"))
+                }
+            }
+            do {
+                let schedules = ScheduleStore(store: store)
+                if replace { for e in try schedules.all() { try schedules.remove(e.id) } }
+                for (when, action, name) in parsed {
+                    try schedules.add(when: when, action: action, name: name, after: LocalTime.now().unix)
+                }
+            } catch { throw Console.fail(error) }
+            Console.out(Language.current == .de ? "\(parsed.count) Einträge hinzugefügt" : "added \(parsed.count) entries")
+            ScheduleCommand.notifyDaemon(start: !parsed.isEmpty)
+            if !parsed.isEmpty { ScheduleCommand.serviceHint() }
+        }
+    }
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the timetable in the format `schedule import` reads.")
+        func run() throws {
+            let store = try openStore()
+            let entries: [ScheduleEntry]
+            do { entries = try ScheduleStore(store: store).all() } catch { throw Console.fail(error) }
+            Console.out("# stillmoment schedule: WHEN ACTION [--name NAME], one entry a line")
+            for e in entries {
+                let name = e.name.map { " --name " + ShellWords.quote($0) } ?? ""
+                Console.out("\(e.enabled ? "" : "# (disabled) ")\(e.when) \(e.action)\(name)")
+            }
+        }
+    }
+
+    struct RingNow: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "ring-now", abstract: "Run an entry now (through the daemon).")
+        @Argument(help: "The entry's id.") var id: String
+        func run() throws {
+            guard let n = Int64(id) else { throw Console.fail(CoreError.badValue(option: "", reason: "'\(id)' is not an entry's id")) }
+            Console.out(StatusText.summary(try control(.ringNow, ["id": .number(Double(n))], start: true)))
+        }
+    }
+}
+
+/// Words of a line as a shell would split them: spaces separate, quotes group.
+enum ShellWords {
+    static func split(_ line: String) throws(CoreError) -> [String] {
+        var words: [String] = [], word = "", quote: Character?, started = false
+        for ch in line {
+            if let q = quote {
+                if ch == q { quote = nil } else { word.append(ch) }
+            } else if ch == "\"" || ch == "'" {
+                quote = ch
+                started = true
+            } else if ch.isWhitespace {
+                if started || !word.isEmpty { words.append(word) }
+                word = ""
+                started = false
+            } else {
+                word.append(ch)
+            }
+        }
+        guard quote == nil else { throw CoreError.badRequest("a quote is not closed") }
+        if started || !word.isEmpty { words.append(word) }
+        return words
+    }
+
+    static func quote(_ s: String) -> String {
+        s.contains(where: { $0.isWhitespace || $0 == "\"" || $0 == "'" }) ? "\"" + s.replacingOccurrences(of: "\"", with: "'") + "\"" : s
+    }
+}
