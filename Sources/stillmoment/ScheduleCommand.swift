@@ -37,7 +37,8 @@ struct ScheduleCommand: ParsableCommand {
         func entry() throws(CoreError) -> (ScheduleWhen, ScheduleAction, String?) {
             let when = try ScheduleWhen(parsing: self.when.joined(separator: " "))
             var text = timer.text
-            let kinds = [preset != nil || !text.isEmpty, play != nil, bell != nil].filter { $0 }.count
+            let sitOptions = text.keys.filter { bell == nil || $0 != "strikes" }
+            let kinds = [preset != nil || !sitOptions.isEmpty, play != nil, bell != nil].filter { $0 }.count
             guard kinds == 1 else {
                 throw CoreError.badRequest(kinds == 0 ? "say what to do: --preset NAME, timer options, --play MEDITATION or --bell SOUND"
                                                       : "one action per entry: a sit (--preset, timer options), --play or --bell")
@@ -348,6 +349,8 @@ enum ShellWords {
             } else if ch == "\"" || ch == "'" {
                 quote = ch
                 started = true
+            } else if ch == "#" && !started && word.isEmpty {
+                break                      // a comment to the end of the line
             } else if ch.isWhitespace {
                 if started || !word.isEmpty { words.append(word) }
                 word = ""

@@ -51,7 +51,7 @@ struct ScheduleArithmeticTests {
                      "2026-12-24T07:00:30", "every 45m-1h30m between 09:00-18:00"] {
             #expect(try Self.when(text).description == text, "\(text)")
         }
-        for bad in ["", "daily", "daily 25:00", "2027-02-29 07:00", "funday 07:00", "every 10s-20s between 09:00-10:00",
+        for bad in ["", "daily", "daily 25:00", "sometimes 06:00", "mond 06:00", "2027-02-29 07:00", "funday 07:00", "every 10s-20s between 09:00-10:00",
                     "every 1m-2m between 10:00-09:00", "daily 06:30:61"] {
             #expect(throws: CoreError.self, "\(bad)") { try Self.when(bad) }
         }

@@ -154,6 +154,28 @@ def main():
               f"an entry survives a daemon restart and rings ({after})")
         rc, st, err = c.run("status")
         check(rc == 0, f"status answers ({st.strip()})")
+
+        # A retreat day as a file: a bad line refuses the whole file; export reads back.
+        day = c.dir + "/retreat.txt"
+        with open(day, "w") as f:
+            f.write("# home retreat\n\ndaily 05:30 --bell temple-bell --strikes 3 --name \"Wake-up bell\"\n"
+                    "daily 06:00 --duration 45m --interval 15m   # first sit\n"
+                    "weekdays 18:00 --sections \"sit 25m, walk 5m, sit 25m\"\n")
+        bad = c.dir + "/bad.txt"
+        with open(bad, "w") as f:
+            f.write("daily 05:30 --bell temple-bell\nsometimes 06:00 --duration 45m\n")
+        before = len(c.listing())
+        rc, out, err = c.run("schedule", "import", bad)
+        check(rc == 2 and "line 2" in err and len(c.listing()) == before, f"a timetable with a bad line is refused whole ({err.strip()[:100]})")
+        rc, out, err = c.run("schedule", "import", day, "--replace")
+        rc2, exported, err2 = c.run("schedule", "export")
+        check(rc == 0 and len(c.listing()) == 3 and '--name "Wake-up bell"' in exported and "sit 25m, walk 5m, sit 25m" in exported,
+              f"import --replace takes a retreat day; export gives it back ({out.strip()})")
+        with open(c.dir + "/again.txt", "w") as f:
+            f.write(exported)
+        rc3, out3, err3 = c.run("schedule", "import", c.dir + "/again.txt", "--replace")
+        rc4, exported2, err4 = c.run("schedule", "export")
+        check(rc3 == 0 and exported2 == exported, "an export imports back to the same timetable")
     finally:
         c.close()
 

@@ -14,7 +14,15 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
     case window(minimum: Int64, maximum: Int64, from: Int, to: Int)
 
     static let dayNames = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-    static let germanDayNames = ["mo", "di", "mi", "do", "fr", "sa", "so"]
+    /// Every name a day may be given, English and German, short and long.
+    static let dayWords: [String: Int] = {
+        var words: [String: Int] = [:]
+        let lists = [dayNames, ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"],
+                     ["mo", "di", "mi", "do", "fr", "sa", "so"],
+                     ["montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag"]]
+        for list in lists { for (i, w) in list.enumerated() { words[w] = i + 1 } }
+        return words
+    }()
 
     /// Parses the WHEN of `schedule add`.
     public init(parsing raw: String) throws(CoreError) {
@@ -53,14 +61,8 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
         default:
             var days = Set<Int>()
             for name in words[0].split(separator: ",", omittingEmptySubsequences: false) {
-                let n = String(name.prefix(3)), g = String(name.prefix(2))
-                if let i = Self.dayNames.firstIndex(of: n), name.count <= 9 {
-                    days.insert(i + 1)
-                } else if let i = Self.germanDayNames.firstIndex(of: g), name.count <= 10 {
-                    days.insert(i + 1)
-                } else {
-                    throw fail("'\(name)' is not a day")
-                }
+                guard let day = Self.dayWords[String(name)] else { throw fail("'\(name)' is not a day") }
+                days.insert(day)
             }
             self = .weekly(days: days, time: time)
         }
