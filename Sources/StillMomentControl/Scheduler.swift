@@ -12,6 +12,7 @@ import StillMomentCore
 
 final class Scheduler {
     static let maxWait: Double = 600
+    static let quietAfterSit: Double = 120
 
     private let schedules: ScheduleStore
     private let log: Logger
@@ -115,6 +116,11 @@ final class Scheduler {
         case .bell(let sound, let strikes, let volume):
             guard host.deviceFree else {
                 record(entry.id, at: at, "skipped", "something was playing")
+                return
+            }
+            // A bell never falls within 2 minutes of the end of a sit.
+            if let ended = host.lastSitEnded, now - ended < Self.quietAfterSit, !manual {
+                record(entry.id, at: at, "skipped", "a sit ended less than 2 minutes before")
                 return
             }
             do {

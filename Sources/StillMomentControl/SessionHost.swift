@@ -95,6 +95,9 @@ final class SessionHost {
     /// The daemon's own clock for the schedule.
     let scheduler: Scheduler
 
+    /// When the last sit or guided meditation ended (wall clock), for the bells' quiet.
+    private(set) var lastSitEnded: Double?
+
     /// Keeps the daemon alive when idle: there are entries to ring.
     var keepsTime: Bool { scheduler.hasEntries }
 
@@ -458,6 +461,7 @@ final class SessionHost {
         active = nil
         let ended = JSON.object(["event": .string("ended"), "data": .object(info)])
         lastEnded = .object(info)
+        if s.source == .timer || s.source == .guided { lastSitEnded = Scheduler.wallClock() }
         events.append(ended)
         if case .failed(let message) = reason {
             log.error("session \(s.id) failed: \(message)")

@@ -122,13 +122,21 @@ def main():
         check(len(h) == 1 and h[0]["scheduled"] and h[0]["endReason"] == "completed",
               f"the scheduled sit is in the practice log, marked scheduled ({h})")
 
+        # A bell never falls within 2 minutes of the end of a sit.
+        at = int(time.time()) + 2
+        c.run("schedule", "add", stamp(at), "--bell", "soft-interval", "--name", "after the sit")
+        time.sleep(at - time.time() + 1.5)
+        quiet = [e for e in c.listing() if e.get("name") == "after the sit"]
+        check(quiet and "a sit ended" in (quiet[0].get("lastOutcome") or ""),
+              f"a bell within 2 minutes of the end of a sit is skipped ({quiet})")
+
         # A bell while a sit plays is skipped and recorded.
         rc, out, err = c.run("timer", "24h", "--device", "null", "--detach")
         at = int(time.time()) + 2
         rc2, out2, err2 = c.run("schedule", "add", stamp(at), "--bell", "clear-strike")
         time.sleep(at - time.time() + 1.5)
         entries = c.listing()
-        bell = [e for e in entries if "--bell" in e["action"]]
+        bell = [e for e in entries if "--bell clear-strike" in e["action"]]
         check(rc == 0 and rc2 == 0 and bell and (bell[0].get("lastOutcome") or "").startswith("skipped"),
               f"a bell while a sit plays is skipped and recorded ({bell})")
         rc, st, err = c.run("status", "--json")
