@@ -21,20 +21,28 @@ public final class ControlClient {
     /// to `daemon.log` in the store's folder) when none answers, stale socket or not.
     public static func connect(startIfNeeded: Bool = false) throws(ControlError) -> ControlClient {
         let path = ControlPaths.socket
-        var fd = sm_unix_connect(path, 5000)
+        // Nothing is sent to a socket whose folder or owner is not ours (another user may
+        // have made /tmp/stillmoment-UID first), nor to a peer of another uid.
+        var fd = try ControlPaths.connectTrusted(path)
         if fd < 0 {
             let err = -fd
             guard err == ENOENT || err == ECONNREFUSED else {
                 throw ControlError.io("cannot reach the daemon at \(path): \(String(cString: strerror(err)))")
             }
             // A daemon started from another environment (cron, a login shell) listens elsewhere.
+            var refusal: ControlError?
             for other in ControlPaths.socketCandidates.dropFirst() {
-                let other = sm_unix_connect(other, 5000)
-                if other >= 0 {
-                    fd = other
-                    break
+                do {
+                    let candidate = try ControlPaths.connectTrusted(other)
+                    if candidate >= 0 {
+                        fd = candidate
+                        break
+                    }
+                } catch {
+                    refusal = refusal ?? error
                 }
             }
+            if fd < 0, let refusal { throw refusal }
         }
         if fd < 0 {
             guard startIfNeeded else { throw ControlError.noDaemon }
@@ -42,7 +50,7 @@ public final class ControlClient {
             // The daemon opens the store (and migrates it) before it listens: allow for a slow SD card.
             for _ in 0..<400 {
                 usleep(25_000)
-                fd = sm_unix_connect(path, 5000)
+                fd = try ControlPaths.connectTrusted(path)
                 if fd >= 0 { break }
             }
             guard fd >= 0 else {

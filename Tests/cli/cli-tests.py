@@ -180,6 +180,61 @@ def main():
     finally:
         c.close()
 
+    # 4. Another user's folder: the client sends nothing there and says why.
+    if os.geteuid() == 0:
+        c = Case()
+        folder = c.dir + "/run/stillmoment"
+        child = None
+        try:
+            os.chmod(c.dir, 0o755)
+            os.chmod(c.dir + "/run", 0o755)
+            os.mkdir(folder, 0o700)
+            os.chown(folder, 65534, 65534)
+            r, w = os.pipe()
+            child = os.fork()
+            if child == 0:      # a fake daemon, as nobody
+                try:
+                    os.close(r)
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    srv.bind(folder + "/control.sock")
+                    srv.listen(4)
+                    os.write(w, b"1")
+                    srv.settimeout(8)
+                    data = b""
+                    try:
+                        conn, _ = srv.accept()
+                        mark = os.open(folder + "/received", os.O_WRONLY | os.O_CREAT, 0o666)
+                        os.write(mark, b"connected;")
+                        os.close(mark)
+                        conn.settimeout(2)
+                        conn.sendall(b'{"hello":{"version":1,"pid":1,"home":"/x\u001b[2J"}}\n')
+                        data = conn.recv(65536)
+                    except OSError:
+                        pass
+                    fd = os.open(folder + "/received", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+                    os.write(fd, data)
+                    os.close(fd)
+                finally:
+                    os._exit(0)
+            os.close(w)
+            os.read(r, 1)
+            os.close(r)
+            rc, out, err = c.run("status")
+            time.sleep(0.2)
+            check(rc != 0 and "another user" in err and len(err.strip().splitlines()) == 1,
+                  f"a runtime folder of another user is refused in one line (exit {rc}: {err.strip()[:120]})")
+            rc, out, err = c.run("timer", "5m", "--device", "null")
+            check(rc != 0 and "another user" in err, f"…and no daemon is started or sent a timer there (exit {rc})")
+        finally:
+            if child:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+            received = open(folder + "/received", "rb").read() if os.path.exists(folder + "/received") else b""
+            check(received == b"", f"the fake daemon was not even connected to ({received[:60]!r})")
+            c.close()
+
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
