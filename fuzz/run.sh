@@ -67,8 +67,8 @@ build_target() {
              "$src/MPEGAudio.swift" fuzz/aac/main.swift ;;
     mpeg) build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
               fuzz/mpeg/main.swift ;;
-    control) build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/Protocol.swift \
-                 fuzz/control/main.swift ;;
+    control) build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/JSONParser.swift \
+                 Sources/StillMomentControl/Protocol.swift fuzz/control/main.swift ;;
     time)
         # TimeText.swift and the Core files its messages use, if they exist.
         local files=() name path

@@ -154,7 +154,7 @@ public final class ControlClient {
             }
         }
         let line = lines.removeFirst()
-        guard let value = try? JSONDecoder().decode(JSON.self, from: Data(line)) else {
+        guard let value = try? JSONParser.parse(line) else {
             throw ControlError.lost("the daemon sent something that is not JSON")
         }
         return value

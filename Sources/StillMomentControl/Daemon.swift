@@ -40,11 +40,14 @@ public final class Daemon {
         var closeWhenFlushed = false
         /// The client shut its side: nothing more to read, answers still to deliver.
         var eof = false
+        /// When it last sent something (or connected).
+        var lastActive: Double
 
         init(fd: Int32, pid: pid_t, connectedAt: Double) {
             self.fd = fd
             self.pid = pid
             self.connectedAt = connectedAt
+            lastActive = connectedAt
         }
     }
 
@@ -60,6 +63,10 @@ public final class Daemon {
     /// Out of file descriptors: accept nothing for a moment rather than spin on the listener.
     private var acceptPausedUntil = 0.0
     private let stopSignal = StopFlag()
+    /// A connection silent this long may be closed to make room when the daemon is full.
+    static let evictableAfter = 10.0
+    /// A connection that neither asks nor listens (no subscription) is closed after this.
+    static let idleTimeout = 300.0
 
     /// Takes the daemon lock and the socket (replacing a stale one), and opens the store.
     /// Throws `.refused(code: "running", …)` when another daemon holds the lock.
@@ -201,6 +208,10 @@ public final class Daemon {
                     for c in clients where c.progress { send(c, event) }
                 }
             }
+            for c in clients where c.helloDone && !c.subscribed && !c.drop && !c.closeWhenFlushed && t - c.lastActive > Self.idleTimeout {
+                send(c, ProtocolError(.busy, "closed: idle for \(Int(Self.idleTimeout)) s").answer)
+                c.closeWhenFlushed = true
+            }
             for c in clients where !c.helloDone && !c.drop && !c.closeWhenFlushed && t - c.connectedAt > options.helloTimeout {
                 send(c, ProtocolError(.notHello, "no hello within \(Int(options.helloTimeout)) s; closing").answer)
                 c.closeWhenFlushed = true
@@ -256,6 +267,20 @@ public final class Daemon {
                 refuse(fd, ProtocolError(.forbidden, "this daemon serves only its own user (uid \(geteuid()))"))
                 continue
             }
+            // Full: room is made by closing the connection idle longest (idle 10 s at
+            // least), so clients that connect and then say nothing never lock others out.
+            if clients.count >= options.maxClients {
+                let t = now()
+                let idlest = clients.filter { !$0.drop && !$0.closeWhenFlushed && t - $0.lastActive >= Self.evictableAfter }
+                    .min { $0.lastActive < $1.lastActive }
+                if let idlest {
+                    log.notice("full: closing the connection of pid \(idlest.pid), idle \(Int(t - idlest.lastActive)) s")
+                    send(idlest, ProtocolError(.busy, "closed: idle while the daemon was full").answer)
+                    flush(idlest)
+                    idlest.drop = true
+                    reapClients()
+                }
+            }
             if clients.count >= options.maxClients {
                 log.warning("refused a connection from pid \(pid): \(clients.count) clients already")
                 refuse(fd, ProtocolError(.busy, "too many clients (\(options.maxClients)); try again later"))
@@ -287,6 +312,7 @@ public final class Daemon {
             return
         }
         guard n > 0 else { return }
+        c.lastActive = now()
         for item in c.framer.feed(buffer[0..<n]) {
             if c.drop || c.closeWhenFlushed { break }
             switch item {

@@ -176,7 +176,40 @@ def main():
         status = ask({"id": n, "command": "status"})
         check(status.get("result", {}).get("session") is not None and os.path.exists(f"/proc/{pid}"),
               "the daemon and its session live on after all of it")
+        # The deep-nesting line that once held the loop for 37 s: refused, and others are answered at once.
+        attack = ",".join(["[1," * 510 + "1" + "]" * 510] * 31)
+        t0 = time.time()
+        answer = ask(json.loads('{"id": 90, "command": "status"}') | {"args": {"x": 0}}) if False else None
+        f.write(('{"id":90,"command":"status","args":{"x":[' + attack + ']}}\n').encode())
+        f.flush()
+        line = json.loads(f.readline())
+        took = time.time() - t0
+        code = line.get("error", {}).get("code")
+        check(code == "bad-request" and took < 1.0, f"a 510-deep line is refused ({code}) in {took * 1000:.0f} ms")
         sock.close()
+
+        # 128 clients that say hello and idle do not lock others out: the idlest make room.
+        idle = []
+        for k in range(128):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            try:
+                s.connect(c.dir + "/run/stillmoment/control.sock")
+                s.sendall(b'{"hello":{"version":1,"client":"idle"}}\n')
+                s.recv(4096)            # its hello answer: it is one of the daemon's clients
+                idle.append(s)
+            except OSError:
+                s.close()
+            time.sleep(0.003)
+        rc0, out0, err0 = c.run("status")
+        time.sleep(10.5)
+        t0 = time.time()
+        rc, out, err = c.run("status")
+        check(len(idle) == 128 and rc0 != 0 and "too many clients" in err0,
+              f"128 idle clients fill the daemon (a new one is refused at first: exit {rc0}: {err0.strip()[:70]})")
+        check(rc == 0, f"…and 10 s later the idlest make room: status answered in {(time.time() - t0) * 1000:.0f} ms (exit {rc}: {err.strip()[:80]})")
+        for s in idle:
+            s.close()
     finally:
         c.close()
 
