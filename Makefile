@@ -48,6 +48,7 @@ test: deps-test
 	python3 Tests/cli/practice-tests.py
 	python3 Tests/cli/schedule-tests.py
 	python3 Tests/cli/daemon-tests.py
+	python3 Tests/cli/seek-end-tests.py
 
 bench: deps-bench release
 	@rm -f bench-out/results.txt

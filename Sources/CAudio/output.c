@@ -837,12 +837,25 @@ static void handle_requests(sm_output *o) {
     if (seq == o->handled_seq) return;
     int type = atomic_load_explicit(&o->req_type, memory_order_acquire);
     if (o->state == ST_FAILED) { finish_request(o, seq); return; }
+    /* A pause or a flush (a seek) during a drain abandons the drain: the session goes on
+     * (or rests) rather than ending. Left set, the drain ended the stream after the seek
+     * had refilled the ring, and the thread then spun on a full ring it would not play. */
+    if (o->draining && (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH)) {
+        o->draining = 0;
+        finish_request(o, o->loop_seq);
+    }
     switch (type) {
     case SM_REQ_PAUSE: if (o->state == ST_RUNNING) do_pause(o); break;
     case SM_REQ_RESUME: do_resume(o); break;
     case SM_REQ_FLUSH:
-        if (o->state == ST_RUNNING) do_flush(o);
-        else { flush_ring(o); atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release); }
+        if (o->state == ST_RUNNING) {
+            do_flush(o);
+        } else {
+            flush_ring(o);
+            atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
+            /* A flush after the drain had ended: the producer plays on from a new place. */
+            if (o->state == ST_DRAINED) do_resume(o);
+        }
         break;
     /* A drain or a fade is taken up here and finished in the loop (finish_request of
      * loop_seq then, so that a request posted meanwhile is still handled). Taken up means
@@ -912,7 +925,8 @@ static void *thread_main(void *arg) {
     while (!atomic_load_explicit(&o->quit, memory_order_acquire)) {
         handle_requests(o);
         if (o->state != ST_RUNNING) {
-            wait_for_data(o, 50);
+            /* Not playing: sleep until a request (a full ring must not make this spin). */
+            wait_for_request(o, 50);
             if (o->state == ST_PAUSED || o->state == ST_DRAINED) update_clock(o);
             continue;
         }
