@@ -27,9 +27,19 @@ public final class Mixer {
 
     /// Adds an entry to the score. Its voice is made when rendering reaches `start`.
     public func schedule(_ entry: ScoreEntry) {
-        let i = score.firstIndex { $0.start > entry.start } ?? score.count
-        score.insert(entry, at: i)
-        if i < nextEntry { nextEntry += 1 }
+        // Sessions schedule in time order: appending is the common case, and a binary
+        // search places the rest, so a day of gongs costs O(n log n), not O(n²).
+        if score.last.map({ $0.start <= entry.start }) ?? true {
+            score.append(entry)
+            return
+        }
+        var lo = 0, hi = score.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if score[mid].start <= entry.start { lo = mid + 1 } else { hi = mid }
+        }
+        score.insert(entry, at: lo)
+        if lo < nextEntry { nextEntry += 1 }
     }
 
     private func make(_ entry: ScoreEntry) {
