@@ -187,6 +187,34 @@ def main():
     finally:
         c.close()
 
+    # A scheduled sit never interrupts what plays: it waits for the device (10 minutes;
+    # 3 s here), starts when the device is free, and is recorded as missed otherwise.
+    c = Case()
+    c.env["STILLMOMENT_SCHEDULE_WAIT"] = "3"
+    try:
+        c.run("timer", "24h", "--device", "null", "--detach")
+        at = int(time.time()) + 2
+        c.run("schedule", "add", stamp(at), "--duration", "20s", "--device", "null", "--name", "waits")
+        time.sleep(at - time.time() + 1.0)
+        rc, st, err = c.run("status", "--json")
+        playing = json.loads(st).get("duration") == 86_400_000 if rc == 0 else False
+        c.run("stop")
+        time.sleep(2.5)
+        waited = [e for e in c.listing() if e.get("name") == "waits"]
+        check(playing and waited and (waited[0].get("lastOutcome") or "").startswith("ran"),
+              f"a scheduled sit waits while a sit plays (which plays on) and starts once it ends ({waited})")
+        c.run("stop")
+        c.run("timer", "24h", "--device", "null", "--detach")
+        at = int(time.time()) + 2
+        c.run("schedule", "add", stamp(at), "--duration", "20s", "--device", "null", "--name", "gives up")
+        time.sleep(at - time.time() + 5.0)
+        given = [e for e in c.listing() if e.get("name") == "gives up"]
+        check(given and (given[0].get("lastOutcome") or "").startswith("missed"),
+              f"…and is recorded as missed when the device stays busy past its wait ({given})")
+        c.run("stop")
+    finally:
+        c.close()
+
     # A daemon with schedules does not exit when idle; 50 entries cost no measurable CPU.
     c = Case(idle_exit="2")
     try:
