@@ -43,15 +43,14 @@ public struct Settings: Sendable, Equatable {
             let raw = try JSONDecoder().decode([String: String].self, from: data)
             return Settings(values: raw.filter { keys.contains($0.key) })
         } catch {
-            throw CoreError.damaged("\(path): not a valid settings file; fix or remove it (\(error))")
+            throw CoreError.damaged(tr("\(path): not a valid settings file; fix or remove it (\(error))",
+                                       "\(path): keine gültige Einstellungsdatei; berichtige oder entferne sie (\(error))"))
         }
     }
 
     /// Checks and sets a value (validated against the catalog, so a typo never lands).
     public mutating func set(_ key: String, _ value: String, catalog: SoundCatalog) throws(CoreError) {
-        guard Self.keys.contains(key) else {
-            throw CoreError.badValue(option: "", reason: "unknown setting '\(key)'; the settings are: \(Self.keys.joined(separator: ", "))")
-        }
+        guard Self.keys.contains(key) else { throw Self.unknown(key) }
         var trial = self
         trial.values[key] = value
         _ = try TimerConfiguration(settings: trial, options: [:], catalog: catalog)
@@ -60,13 +59,20 @@ public struct Settings: Sendable, Equatable {
 
     public mutating func reset(_ key: String) { values[key] = nil }
 
+    /// The error for a key that is not a setting.
+    public static func unknown(_ key: String) -> CoreError {
+        let all = keys.joined(separator: ", ")
+        return CoreError.badValue(option: "", reason: tr("unknown setting '\(key)'; the settings are: \(all)",
+                                                         "unbekannte Einstellung '\(key)'; die Einstellungen sind: \(all)"))
+    }
+
     /// Writes `settings.json` atomically (a temporary file, fsync, rename).
     public func save(path: String = Paths.settingsFile) throws(CoreError) {
         let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !folder.isEmpty { try Paths.makeFolder(folder) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(values) else { throw CoreError.io(path: path, reason: "cannot encode the settings") }
+        guard let data = try? encoder.encode(values) else { throw CoreError.io(path: path, reason: tr("cannot encode the settings", "die Einstellungen lassen sich nicht kodieren")) }
         let tmp = path + ".tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CoreError.io(path: tmp, reason: String(cString: strerror(errno))) }

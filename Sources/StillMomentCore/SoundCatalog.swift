@@ -32,12 +32,12 @@ public struct SoundCatalog: Sendable {
     public static func load(folder: String) throws(CoreError) -> SoundCatalog {
         let path = folder + "/sounds.json"
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw CoreError.io(path: path, reason: "cannot read it")
+            throw CoreError.io(path: path, reason: tr("cannot read it", "kann nicht gelesen werden"))
         }
         do {
             return SoundCatalog(folder: folder, sounds: try JSONDecoder().decode([Sound].self, from: data))
         } catch {
-            throw CoreError.damaged("\(path): not a valid sound list (\(error))")
+            throw CoreError.damaged(tr("\(path): not a valid sound list (\(error))", "\(path): keine gültige Klangliste (\(error))"))
         }
     }
 
@@ -72,11 +72,11 @@ public struct SoundCatalog: Sendable {
     }
 
     public func gong(_ id: String) throws(CoreError) -> Sound {
-        try sound(id, kinds: [.gong, .interval], role: "gong")
+        try sound(id, kinds: [.gong, .interval], role: tr("gong", "Gong"))
     }
 
     public func ambience(_ id: String) throws(CoreError) -> Sound {
-        try sound(id, kinds: [.ambience], role: "ambience")
+        try sound(id, kinds: [.ambience], role: tr("ambience", "Klangkulisse"))
     }
 
     /// The file of a sound (nil for `silent`).

@@ -73,7 +73,7 @@ struct Attachment {
                     continue
                 }
                 if interactive { view.finishLine(StatusText.live(status, keys: false)) }
-                Console.err("error: \(error.description)")
+                Console.error(error.description)
                 return Exit.failure
             }
         }
@@ -82,24 +82,29 @@ struct Attachment {
     /// The last line: how and why the session ended.
     private func ended(_ data: JSON) -> Int32 {
         let source = data["source"]?.string ?? ""
-        let position = data["position"]?.number.map { " at " + TimeText.clock(Int64($0)) } ?? ""
+        let position = data["position"]?.number.map { tr(" at ", " bei ") + TimeText.clock(Int64($0)) } ?? ""
         switch data["reason"]?.string {
         case "completed":
             Console.out(TimerState.completed.name())
         case "stopped":
             Console.out(TimerState.stopped.name() + position)
         case "replaced":
-            Console.out("stopped: a new \(source == "timer" ? "timer" : "session") replaced it")
+            Console.out(source == "timer" ? tr("stopped: a new timer replaced it", "abgebrochen: ein neuer Timer hat ihn abgelöst")
+                                          : tr("stopped: a new session replaced it", "abgebrochen: eine neue Sitzung hat sie abgelöst"))
         case "preempted":
-            let by = data["by"]?.string ?? "another session"
-            let taker = by == "timer" ? "a timer" : by == "preview" ? "a preview" : "a guided meditation"
+            let by = data["by"]?.string ?? ""
+            // The taker, and the pronoun that stands for it in German.
+            let (taker, it): (String, String) = by == "timer" ? (tr("a timer", "ein Timer"), "er")
+                : by == "preview" ? (tr("a preview", "eine Vorschau"), "sie")
+                : (tr("a guided meditation", "eine geführte Meditation"), "sie")
             if source == "guided" {
-                Console.out("paused\(position): \(taker) took the sound; `stillmoment resume` continues once it ends")
+                Console.out(tr("paused\(position): \(taker) took the sound; `stillmoment resume` continues once it ends",
+                               "pausiert\(position): \(taker) hat die Wiedergabe übernommen; `stillmoment resume` macht weiter, sobald \(it) endet"))
             } else {
-                Console.out("stopped: \(taker) took the sound")
+                Console.out(tr("stopped: \(taker) took the sound", "abgebrochen: \(taker) hat die Wiedergabe übernommen"))
             }
         default:
-            Console.err("error: \(data["message"]?.string ?? "the session failed")")
+            Console.error(data["message"]?.string ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"))
             return Exit.failure
         }
         return 0
@@ -114,10 +119,11 @@ enum StatusText {
         switch s["source"]?.string {
         case "timer":
             let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
+            let timer = tr("timer", "Timer")
             if state == .preparation {
-                return "timer: \(state.name())\(paused)  \(Texts.text("starts in", [clock(s["remaining"])]))"
+                return "\(timer): \(state.name())\(paused)  \(Texts.text("starts in", [clock(s["remaining"])]))"
             }
-            var parts = ["timer: \(state.name())\(paused)", Texts.text("elapsed", [clock(s["elapsed"])])]
+            var parts = ["\(timer): \(state.name())\(paused)", Texts.text("elapsed", [clock(s["elapsed"])])]
             if s["remaining"] != nil { parts.append(Texts.text("left", [clock(s["remaining"])])) }
             if let section = sectionText(s) { parts.append(section) }
             if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
@@ -125,13 +131,15 @@ enum StatusText {
         case "guided", "preview":
             let m = s["meditation"] ?? .null
             let who = (m["teacher"]?.string).map { $0.isEmpty ? "" : "\($0) – " } ?? ""
-            let verb = s["source"]?.string == "preview" ? "preview" : s["state"]?.string == "preparation" ? "preparing" : "playing"
+            let verb = s["source"]?.string == "preview" ? tr("preview", "Vorschau")
+                : s["state"]?.string == "preparation" ? tr("preparing", "Vorbereitung") : tr("playing", "Wiedergabe")
             return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(clock(s["position"])) / \(clock(s["duration"]))"
         default:
-            guard let next = s["nextScheduled"], let at = next["at"]?.string, let t = LocalTime(iso8601: at) else { return "idle" }
+            guard let next = s["nextScheduled"], let at = next["at"]?.string, let t = LocalTime(iso8601: at) else {
+                return tr("idle", "nichts läuft")
+            }
             let what = next["name"]?.string ?? next["action"]?.string ?? ""
-            return Language.current == .de ? "still; als Nächstes \(PracticeText.when(t)): \(what)"
-                                           : "idle; next \(PracticeText.when(t)): \(what)"
+            return tr("idle; next \(PracticeText.when(t)): \(what)", "nichts läuft; als Nächstes \(PracticeText.when(t)): \(what)")
         }
     }
 

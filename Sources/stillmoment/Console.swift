@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import StillMomentAudio
 import StillMomentCore
 
 /// Plain output helpers: messages to stderr, one line each; no colour when NO_COLOR is
@@ -27,8 +28,18 @@ enum Console {
 
     /// Prints the error as one line and exits non-zero.
     static func fail(_ message: String, code: Int32 = 1) -> ExitCode {
-        err("error: " + message)
+        error(message)
         return ExitCode(code)
+    }
+
+    /// `error: …` (`Fehler: …`) on stderr.
+    static func error(_ message: String) {
+        err(tr("error: ", "Fehler: ") + message)
+    }
+
+    /// `warning: …` (`Warnung: …`) on stderr.
+    static func warning(_ message: String) {
+        err(tr("warning: ", "Warnung: ") + message)
     }
 }
 
@@ -52,7 +63,20 @@ enum Exit {
 extension Console {
     /// Prints the error as one line and exits with the code its category gives.
     static func fail(_ error: CoreError) -> ExitCode {
-        fail(error.description, code: Exit.code(for: error.category))
+        fail(text(error), code: Exit.code(for: error.category))
+    }
+
+    /// An error of the core as one line in the user's language (a device's hint too).
+    static func text(_ error: CoreError) -> String {
+        if case .device(let device) = error { return Display.clean(device.text()) }
+        return error.description
+    }
+
+    /// Any error as one line in the user's language.
+    static func text(_ error: any Error) -> String {
+        if let core = error as? CoreError { return text(core) }
+        if let audio = error as? AudioError { return Display.clean(audio.text()) }
+        return "\(error)"
     }
 }
 

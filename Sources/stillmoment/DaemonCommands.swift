@@ -50,7 +50,9 @@ func connectDaemon(start: Bool) throws -> ControlClient {
         let client = try ControlClient.connect(startIfNeeded: start)
         if start, !client.daemonHome.isEmpty, client.daemonHome != Paths.home,
            realPath(client.daemonHome) != realPath(Paths.home) {
-            throw Console.fail("the running daemon (pid \(client.daemonPID)) uses the store \(client.daemonHome), not \(Paths.home); stop it with `kill \(client.daemonPID)` or use the same STILLMOMENT_HOME")
+            let pid = client.daemonPID, theirs = client.daemonHome, ours = Paths.home
+            throw Console.fail(tr("the running daemon (pid \(pid)) uses the store \(theirs), not \(ours); stop it with `kill \(pid)` or use the same STILLMOMENT_HOME",
+                                  "der laufende Daemon (PID \(pid)) benutzt die Bibliothek in \(theirs), nicht in \(ours); beende ihn mit `kill \(pid)` oder nimm dasselbe STILLMOMENT_HOME"))
         }
         return client
     } catch let error as ControlError {
@@ -84,7 +86,9 @@ func submit(_ command: ControlCommand, _ args: [String: JSON], detach: Bool, wha
         let status = try client.request(command, args)
         let session = Int(status["session"]?.number ?? 0)
         if detach {
-            Console.out("started \(what) (session \(session), daemon pid \(client.daemonPID)); `stillmoment attach` follows it, `stillmoment stop` ends it")
+            let pid = client.daemonPID
+            Console.out(tr("started \(what) (session \(session), daemon pid \(pid)); `stillmoment attach` follows it, `stillmoment stop` ends it",
+                           "gestartet: \(what) (Sitzung \(session), Daemon-PID \(pid)); `stillmoment attach` zeigt sie, `stillmoment stop` beendet sie"))
             return
         }
         var attachment = Attachment(client: client, session: session, status: status)
@@ -105,7 +109,8 @@ struct StatusCommand: ParsableCommand {
             status = try ControlClient.connect().request(.status)
         } catch {
             guard error == .noDaemon else { throw failure(error) }
-            Console.out(json ? jsonText(.object(["state": .string("idle"), "daemon": .null])) : "idle (no daemon running)")
+            Console.out(json ? jsonText(.object(["state": .string("idle"), "daemon": .null]))
+                             : tr("idle (no daemon running)", "nichts läuft (kein Daemon aktiv)"))
             return
         }
         if json {
@@ -114,7 +119,9 @@ struct StatusCommand: ParsableCommand {
         }
         Console.out(StatusText.summary(status))
         if let s = status["suspended"], let name = s["name"]?.string {
-            Console.out("paused by a timer: \(name) at \(TimeText.clock(Int64(s["position"]?.number ?? 0))); `stillmoment resume` continues it once nothing else plays")
+            let at = TimeText.clock(Int64(s["position"]?.number ?? 0))
+            Console.out(tr("paused by a timer: \(name) at \(at); `stillmoment resume` continues it once nothing else plays",
+                           "von einem Timer pausiert: \(name) bei \(at); `stillmoment resume` setzt sie fort, sobald nichts anderes spielt"))
         }
     }
 }
@@ -135,7 +142,7 @@ func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Boo
     do {
         return try ControlClient.connect(startIfNeeded: start).request(command, args)
     } catch {
-        throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
+        throw error == .noDaemon ? Console.fail(tr("nothing is playing (no daemon running)", "nichts spielt (kein Daemon aktiv)")) : failure(error)
     }
 }
 
@@ -173,7 +180,7 @@ struct SeekCommand: ParsableCommand {
     func run() throws {
         let words = target.filter { $0 != "--" }
         guard words.count == 1, let text = words.first else {
-            throw Console.fail("seek takes one position: +15s, -15s or MM:SS", code: Exit.usage)
+            throw Console.fail(tr("seek takes one position: +15s, -15s or MM:SS", "seek nimmt genau ein Ziel: +15s, -15s oder MM:SS"), code: Exit.usage)
         }
         var args: [String: JSON] = [:]
         do {
@@ -203,9 +210,9 @@ struct AttachCommand: ParsableCommand {
             client = try ControlClient.connect()
             status = try client.request(.subscribe)
         } catch {
-            throw error == .noDaemon ? Console.fail("nothing is playing (no daemon running)") : failure(error)
+            throw error == .noDaemon ? Console.fail(tr("nothing is playing (no daemon running)", "nichts spielt (kein Daemon aktiv)")) : failure(error)
         }
-        guard let session = status["session"]?.number else { throw Console.fail("nothing is playing") }
+        guard let session = status["session"]?.number else { throw Console.fail(tr("nothing is playing", "nichts spielt")) }
         var attachment = Attachment(client: client, session: Int(session), status: status)
         let code = attachment.run()
         if code != 0 { throw ExitCode(code) }

@@ -34,7 +34,7 @@ struct ImportCommand: ParsableCommand {
 
     func run() throws {
         if name != nil && files.count != 1 {
-            throw Console.fail("--name can only be given with one file", code: Exit.usage)
+            throw Console.fail(tr("--name can only be given with one file", "--name geht nur mit einer einzigen Datei"), code: Exit.usage)
         }
         let store = try openStore()
         let importer = Importer(store: store)
@@ -47,23 +47,26 @@ struct ImportCommand: ParsableCommand {
             do {
                 let outcome = try importer.importFile(
                     raw?.path ?? file, options: Importer.Options(teacher: teacher, name: name, sourceName: file),
-                    progress: { bar.show($0) }, warn: { Console.err("warning: \($0)") })
+                    progress: { bar.show($0) }, warn: { Console.warning($0) })
                 bar.clear()
                 switch outcome {
                 case .imported(let m):
                     results.append(m)
-                    if !json { Console.out("imported \(file): \(describe(m)) [\(m.id.prefix(8))]") }
+                    if !json { Console.out(tr("imported \(file): \(describe(m)) [\(m.id.prefix(8))]",
+                                              "importiert: \(file): \(describe(m)) [\(m.id.prefix(8))]")) }
                 case .alreadyThere(let m):
                     results.append(m)
-                    if !json { Console.out("already in the library: \(file) is \(describe(m)) [\(m.id.prefix(8))]") }
+                    if !json { Console.out(tr("already in the library: \(file) is \(describe(m)) [\(m.id.prefix(8))]",
+                                              "schon in der Bibliothek: \(file) ist \(describe(m)) [\(m.id.prefix(8))]")) }
                 case .replacedDamagedCopy(let m):
                     results.append(m)
-                    if !json { Console.out("replaced the damaged stored copy of \(describe(m)) with \(file) [\(m.id.prefix(8))]") }
+                    if !json { Console.out(tr("replaced the damaged stored copy of \(describe(m)) with \(file) [\(m.id.prefix(8))]",
+                                              "die beschädigte gespeicherte Kopie von \(describe(m)) durch \(file) ersetzt [\(m.id.prefix(8))]")) }
                 }
             } catch {
                 bar.clear()
                 failed += 1
-                Console.err("error: \(error.description)")
+                Console.error(Console.text(error))
             }
         }
         if json { Console.out(jsonArray(results.map { entryJSON($0, store: store) })) }
@@ -112,7 +115,12 @@ struct ListCommand: ParsableCommand {
             let rows = try store.catalogRows()
             items = rows.meditations
             if !rows.damaged.isEmpty {
-                Console.err("warning: \(rows.damaged.count) catalog entr\(rows.damaged.count == 1 ? "y is" : "ies are") damaged and not listed; `stillmoment library verify --repair` rebuilds them from their files")
+                let n = rows.damaged.count
+                Console.warning(n == 1
+                    ? tr("1 catalog entry is damaged and not listed; `stillmoment library verify --repair` rebuilds them from their files",
+                         "1 Eintrag im Katalog ist beschädigt und fehlt in der Liste; `stillmoment library verify --repair` baut ihn aus seiner Datei neu auf")
+                    : tr("\(n) catalog entries are damaged and not listed; `stillmoment library verify --repair` rebuilds them from their files",
+                         "\(n) Einträge im Katalog sind beschädigt und fehlen in der Liste; `stillmoment library verify --repair` baut sie aus ihren Dateien neu auf"))
             }
         } catch { throw Console.fail(error) }
         if let search {
@@ -134,9 +142,13 @@ struct ListCommand: ParsableCommand {
         }
         if items.isEmpty {
             if search != nil || maxDuration != nil {
-                Console.out("nothing in the library matches\(search.map { " '\($0)'" } ?? "")\(maxDuration.map { " up to \($0)" } ?? "")")
+                let en = "nothing in the library matches" + (search.map { " '\($0)'" } ?? "") + (maxDuration.map { " up to \($0)" } ?? "")
+                let de = "keine Meditation in der Bibliothek" + (search.map { " passt zu '\($0)'" } ?? "")
+                    + (maxDuration.map { (search == nil ? "" : " und") + " dauert höchstens \($0)" } ?? "")
+                Console.out(tr(en, de))
             } else {
-                Console.out("the library is empty (add meditations with `stillmoment import FILE`)")
+                Console.out(tr("the library is empty (add meditations with `stillmoment import FILE`)",
+                               "die Bibliothek ist leer (füge Meditationen mit `stillmoment import DATEI` hinzu)"))
             }
             return
         }
@@ -144,7 +156,7 @@ struct ListCommand: ParsableCommand {
         for m in items {
             if m.teacher.lowercased() != teacher?.lowercased() {
                 teacher = m.teacher
-                Console.out(m.teacher.isEmpty ? "(no teacher)" : m.teacher)
+                Console.out(m.teacher.isEmpty ? tr("(no teacher)", "(ohne Lehrer:in)") : m.teacher)
             }
             Console.out("  \(m.id.prefix(8))  \(TimeText.clock(m.durationMilliseconds).padded(to: 8)) \(m.name)")
         }
@@ -164,21 +176,24 @@ struct ShowCommand: ParsableCommand {
             Console.out(jsonObject(entryJSON(m, store: store)))
             return
         }
+        let off = tr("off", "aus")
         let rows: [(String, String)] = [
-            ("id", m.id), ("name", m.name), ("teacher", m.teacher), ("album", m.album ?? "-"),
-            ("duration", TimeText.clock(m.durationMilliseconds)), ("trim", trimText(m)),
-            ("start gong", m.startGong ?? "off"), ("end gong", m.endGong ?? "off"),
-            ("loudness gain", decibels(m.loudnessGain)),
-            ("last position", m.lastPosition.map(TimeText.clock) ?? "-"),
-            ("file", store.path(of: m)), ("size", "\(m.size) bytes"), ("imported from", m.originalName),
-            ("added", ISO8601.format(m.dateAdded)),
+            (tr("id", "Kennung"), m.id), (tr("name", "Name"), m.name), (tr("teacher", "Lehrer:in"), m.teacher), (tr("album", "Album"), m.album ?? "-"),
+            (tr("duration", "Dauer"), TimeText.clock(m.durationMilliseconds)), (tr("trim", "Zuschnitt"), trimText(m)),
+            (tr("start gong", "Startgong"), m.startGong ?? off), (tr("end gong", "Schlussgong"), m.endGong ?? off),
+            (tr("loudness gain", "Lautheitsausgleich"), decibels(m.loudnessGain)),
+            (tr("last position", "zuletzt bei"), m.lastPosition.map(TimeText.clock) ?? "-"),
+            (tr("file", "Datei"), store.path(of: m)), (tr("size", "Größe"), tr("\(m.size) bytes", "\(m.size) Bytes")),
+            (tr("imported from", "importiert aus"), m.originalName),
+            (tr("added", "hinzugefügt"), ISO8601.format(m.dateAdded)),
         ]
-        for (k, v) in rows { Console.out("\(k.padded(to: 15))\(v)") }
+        let width = max(15, (rows.map(\.0.count).max() ?? 0) + 2)
+        for (k, v) in rows { Console.out("\(k.padded(to: width))\(v)") }
     }
 }
 
 func trimText(_ m: Meditation) -> String {
-    if m.trimStart == nil && m.trimEnd == nil { return "none" }
+    if m.trimStart == nil && m.trimEnd == nil { return tr("none", "keiner") }
     return "\(TimeText.clock(m.trimStart ?? 0)) – \(TimeText.clock(m.trimEnd ?? m.durationMilliseconds))"
 }
 
@@ -205,7 +220,7 @@ struct EditCommand: ParsableCommand {
             }
             if let name {
                 let n = name.trimmingWhitespace()
-                guard !n.isEmpty else { throw CoreError.badValue(option: "--name", reason: "the name cannot be empty") }
+                guard !n.isEmpty else { throw CoreError.badValue(option: "--name", reason: tr("the name cannot be empty", "der Name darf nicht leer sein")) }
                 m.name = n
             }
             func time(_ text: String, _ option: String) throws -> Int64? {
@@ -216,9 +231,12 @@ struct EditCommand: ParsableCommand {
             if let trimEnd { m.trimEnd = try time(trimEnd, "trim-end") }
             let start = m.trimStart ?? 0, end = m.trimEnd ?? m.durationMilliseconds
             guard end <= m.durationMilliseconds else {
-                throw CoreError.badValue(option: "--trim-end", reason: "\(TimeText.clock(end)) is past the end (\(TimeText.clock(m.durationMilliseconds)))")
+                let at = TimeText.clock(end), length = TimeText.clock(m.durationMilliseconds)
+                throw CoreError.badValue(option: "--trim-end", reason: tr("\(at) is past the end (\(length))", "\(at) liegt hinter dem Ende (\(length))"))
             }
-            guard start < end else { throw CoreError.badRequest("the trim range is empty: \(trimText(m))") }
+            guard start < end else {
+                throw CoreError.badRequest(tr("the trim range is empty: \(trimText(m))", "der Zuschnitt ist leer: \(trimText(m))"))
+            }
             func gong(_ text: String) throws -> String? {
                 text.lowercased() == "off" ? nil : try catalog.gong(text).id
             }
@@ -241,7 +259,7 @@ struct DeleteCommand: ParsableCommand {
         do {
             let m = try store.find(id)
             try store.delete(m)
-            Console.out("deleted \(describe(m)); \(megabytes(m.size)) freed")
+            Console.out(tr("deleted \(describe(m)); \(megabytes(m.size)) freed", "gelöscht: \(describe(m)); \(megabytes(m.size)) frei geworden"))
         } catch {
             throw Console.fail(error)
         }
@@ -260,11 +278,13 @@ struct LibraryCommand: ParsableCommand {
             let items: [Meditation]
             do { items = try store.all() } catch { throw Console.fail(error) }
             let total = items.reduce(Int64(0)) { $0 + $1.size }
-            Console.out("total        \(mb(total)) in \(items.count) meditation\(items.count == 1 ? "" : "s")")
+            let n = items.count
+            Console.out(tr("total", "gesamt").padded(to: 13) + (n == 1 ? tr("\(mb(total)) in 1 meditation", "\(mb(total)) in 1 Meditation")
+                                                                  : tr("\(mb(total)) in \(n) meditations", "\(mb(total)) in \(n) Meditationen")))
             for (teacher, group) in Dictionary(grouping: items, by: { $0.teacher }).sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
-                Console.out("  \((teacher.isEmpty ? "(no teacher)" : teacher).padded(to: 24)) \(mb(group.reduce(0) { $0 + $1.size }))")
+                Console.out("  \((teacher.isEmpty ? tr("(no teacher)", "(ohne Lehrer:in)") : teacher).padded(to: 24)) \(mb(group.reduce(0) { $0 + $1.size }))")
             }
-            Console.out("free         \(mb(store.freeBytes())) (\(store.home))")
+            Console.out(tr("free", "frei").padded(to: 13) + "\(mb(store.freeBytes())) (\(store.home))")
         }
         func mb(_ b: Int64) -> String { megabytes(b) }
     }
@@ -280,14 +300,18 @@ struct LibraryCommand: ParsableCommand {
                     let done = try store.repair()
                     for line in done { Console.out(line) }
                     let left = try store.verify()
-                    for p in left { Console.out("still: \(p.description)") }
+                    for p in left { Console.out(tr("still: ", "weiterhin: ") + p.description) }
                     if !left.isEmpty { throw ExitCode(Exit.failure) }
-                    if done.isEmpty { Console.out("nothing to repair (\(try store.all().count) entries)") }
+                    if done.isEmpty {
+                        let n = try store.all().count
+                        Console.out(tr("nothing to repair (\(n) entries)", "nichts zu reparieren (\(n) Einträge)"))
+                    }
                     return
                 }
                 for p in problems { Console.out(p.description) }
                 if problems.isEmpty {
-                    Console.out("the library is consistent (\(try store.all().count) entries)")
+                    let n = try store.all().count
+                    Console.out(tr("the library is consistent (\(n) entries)", "die Bibliothek ist in Ordnung (\(n) Einträge)"))
                 } else {
                     throw ExitCode(Exit.failure)
                 }

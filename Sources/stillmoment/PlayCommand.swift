@@ -21,11 +21,10 @@ struct PlayCommand: ParsableCommand {
     @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
-        if output != nil && (detach || foreground) {
-            throw Console.fail("--output renders to a file in this process; it cannot be combined with --\(detach ? "detach" : "foreground")", code: Exit.usage)
+        try refuseConflicts(output: output, detach: detach, foreground: foreground)
+        if from != nil && resume {
+            throw Console.fail(tr("--from and --resume exclude each other", "--from und --resume schließen einander aus"), code: Exit.usage)
         }
-        if detach && foreground { throw Console.fail("--detach and --foreground exclude each other", code: Exit.usage) }
-        if from != nil && resume { throw Console.fail("--from and --resume exclude each other", code: Exit.usage) }
         if output != nil || foreground {
             // A render is not listening: the saved position stays as it was.
             try playGuided(makeSession, rendering: output, savePosition: output == nil)
@@ -41,7 +40,7 @@ struct PlayCommand: ParsableCommand {
             throw Console.fail(error)
         }
         if let device { args["device"] = .string(device) }
-        try submit(.play, args, detach: detach, what: "playing \(id)")
+        try submit(.play, args, detach: detach, what: tr("playing \(id)", "Wiedergabe von \(id)"))
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -75,7 +74,7 @@ struct PreviewCommand: ParsableCommand {
         }
         var args: [String: JSON] = ["id": .string(id), "preview": .bool(true)]
         if let device { args["device"] = .string(device) }
-        try submit(.play, args, detach: detach, what: "a preview of \(id)")
+        try submit(.play, args, detach: detach, what: tr("a preview of \(id)", "eine Vorschau von \(id)"))
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -115,13 +114,13 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     defer { runner.finish() }
     let m = session.meditation
     let total = m.trimEnd ?? m.durationMilliseconds
-    if !interactive && rendering == nil { Console.out("playing \(describe(m))") }
+    if !interactive && rendering == nil { Console.out(tr("playing \(describe(m))", "Wiedergabe: \(describe(m))")) }
     func bar() -> String {
         let pos = session.filePosition
         let width = 30
         let filled = total > 0 ? Int(Double(width) * Double(pos) / Double(total)) : 0
         let state = session.isPaused ? "⏸" : "▶"
-        return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   [space] pause  [←/→] 15 s  [q] stop"
+        return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   " + Texts.text("play keys", [])
     }
     var stopped = false
     var lastSave = (at: SessionClock.milliseconds(), position: session.filePosition)
@@ -157,11 +156,13 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
     // Ends through the runner: the position is saved there (not for a render or a preview).
     runner.finish()
     if !errors.isEmpty {
-        for e in errors { Console.err("error: \(e.description)") }
+        for e in errors { Console.error(e.text()) }
         throw ExitCode(Exit.failure)
     }
     if !interactive {
-        Console.out(stopped ? "stopped at \(TimeText.clock(session.filePosition))" : (rendering.map { "wrote \($0)" } ?? "completed"))
+        let at = TimeText.clock(session.filePosition)
+        Console.out(stopped ? tr("stopped at \(at)", "abgebrochen bei \(at)")
+                            : rendering.map { tr("wrote \($0)", "\($0) geschrieben") } ?? TimerState.completed.name())
     }
 }
 

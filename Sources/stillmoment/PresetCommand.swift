@@ -19,7 +19,10 @@ struct PresetCommand: ParsableCommand {
             var text = options.text
             text["device"] = nil
             if let duration {
-                guard text["duration"] == nil else { throw Console.fail(CoreError.badRequest("give the duration once: DURATION or --duration")) }
+                guard text["duration"] == nil else {
+                    throw Console.fail(CoreError.badRequest(tr("give the duration once: DURATION or --duration",
+                                                               "gib die Dauer nur einmal an: DURATION oder --duration")))
+                }
                 text["duration"] = duration
             }
             let store = try openStore()
@@ -177,6 +180,11 @@ enum PlanText {
         let gongs: [JSONGong]
     }
 
+    /// Why a gong sounds, in German (`timer --plan`).
+    static let reasons: [GongReason: String] = [
+        .start: "Start", .interval: "Intervall", .bell: "Glocke", .random: "Zufall", .section: "Abschnitt", .end: "Ende",
+    ]
+
     static func print(_ plan: TimerPlan, configuration c: TimerConfiguration, json: Bool) {
         let seconds = { (frames: Int64) -> Double in Double(frames) / Double(plan.rate) }
         if json {
@@ -189,10 +197,11 @@ enum PlanText {
         }
         let de = Language.current == .de
         if let sections = c.sections { Console.out((de ? "Abschnitte: " : "sections: ") + sections.description) }
-        if let seed = c.seed { Console.out("seed: \(seed)") }
+        if let seed = c.seed { Console.out((de ? "Startwert: " : "seed: ") + "\(seed)") }
         for g in plan.gongs {
             let sign = g.milliseconds < 0 ? "-" : " "
-            Console.out("\(sign)\(TimeText.clock(abs(g.milliseconds)).padded(to: 9)) \(g.reason.rawValue.padded(to: 9)) \(g.sound.padded(to: 16)) \(g.volume)")
+            let reason = de ? reasons[g.reason] ?? g.reason.rawValue : g.reason.rawValue
+            Console.out("\(sign)\(TimeText.clock(abs(g.milliseconds)).padded(to: 9)) \(reason.padded(to: 9)) \(g.sound.padded(to: 16)) \(g.volume)")
         }
         Console.out((de ? "Länge mit Vorbereitung und Ausklang: " : "length with preparation and ring-out: ") + TimeText.clock(plan.milliseconds(plan.total)))
     }

@@ -22,6 +22,7 @@ struct ScheduleCommand: ParsableCommand {
                       Import.self, Export.self, RingNow.self])
 
     static let policy = "policy: nothing that plays is interrupted; a bell is skipped then, a sit or guided meditation waits up to 10 min; entries more than 5 min late are missed"
+    static let policyDE = "Regel: nichts, was gerade spielt, wird unterbrochen; eine Glocke fällt dann aus, eine Sitzung oder geführte Meditation wartet bis zu 10 min; Einträge, die mehr als 5 min zu spät kämen, werden ausgelassen"
 
     /// The entry's words as the command line and the file format take them.
     struct EntryOptions: ParsableArguments {
@@ -40,8 +41,11 @@ struct ScheduleCommand: ParsableCommand {
             let sitOptions = text.keys.filter { bell == nil || $0 != "strikes" }
             let kinds = [preset != nil || !sitOptions.isEmpty, play != nil, bell != nil].filter { $0 }.count
             guard kinds == 1 else {
-                throw CoreError.badRequest(kinds == 0 ? "say what to do: --preset NAME, timer options, --play MEDITATION or --bell SOUND"
-                                                      : "one action per entry: a sit (--preset, timer options), --play or --bell")
+                throw CoreError.badRequest(kinds == 0
+                    ? tr("say what to do: --preset NAME, timer options, --play MEDITATION or --bell SOUND",
+                         "sag, was geschehen soll: --preset NAME, Timer-Optionen, --play MEDITATION oder --bell KLANG")
+                    : tr("one action per entry: a sit (--preset, timer options), --play or --bell",
+                         "eine Aktion je Eintrag: eine Sitzung (--preset, Timer-Optionen), --play oder --bell"))
             }
             let action: ScheduleAction
             if let bell {
@@ -50,7 +54,9 @@ struct ScheduleCommand: ParsableCommand {
                     return n
                 } ?? 1
                 text["strikes"] = nil
-                guard text.isEmpty else { throw CoreError.badRequest("a bell takes --strikes and --volume only") }
+                guard text.isEmpty else {
+                    throw CoreError.badRequest(tr("a bell takes --strikes and --volume only", "eine Glocke nimmt nur --strikes und --volume"))
+                }
                 var v = 1.0
                 if let volume {
                     guard case .volume(let parsed) = try TimerValue.parse(volume, as: .gongVolume) else { throw CoreError.badRequest("--volume") }
@@ -60,12 +66,15 @@ struct ScheduleCommand: ParsableCommand {
             } else if let play {
                 action = .play(meditation: play)
             } else {
-                guard volume == nil else { throw CoreError.badRequest("--volume goes with --bell (a sit takes --gong-volume)") }
+                guard volume == nil else {
+                    throw CoreError.badRequest(tr("--volume goes with --bell (a sit takes --gong-volume)",
+                                                  "--volume gehört zu --bell (eine Sitzung nimmt --gong-volume)"))
+                }
                 action = .timer(preset: preset, request: try TimerRequest(text: text))
             }
             let cleanName = name.map { $0.trimmingWhitespace() }
             if let cleanName, cleanName.isEmpty || cleanName.count > 80 || cleanName.unicodeScalars.contains(where: Display.isControl) {
-                throw CoreError.badValue(option: "--name", reason: "1 to 80 characters, no control characters")
+                throw CoreError.badValue(option: "--name", reason: tr("1 to 80 characters, no control characters", "1 bis 80 Zeichen, keine Steuerzeichen"))
             }
             return (when, action, cleanName)
         }
@@ -92,7 +101,7 @@ struct ScheduleCommand: ParsableCommand {
             let client = try ControlClient.connect(startIfNeeded: start)
             try client.request(.reschedule)
         } catch {
-            if start { Console.err("warning: the daemon could not be told: \(error.description)") }
+            if start { Console.warning(tr("the daemon could not be told: \(error.description)", "der Daemon ließ sich nicht benachrichtigen: \(error.description)")) }
         }
     }
 
@@ -162,12 +171,12 @@ struct ScheduleCommand: ParsableCommand {
             }
             if items.isEmpty { Console.out(Language.current == .de ? "der Zeitplan ist leer" : "the schedule is empty") }
             for i in items {
-                let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : "off")
+                let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : tr("off", "aus"))
                 Console.out("\(String(i.id).padded(to: 4)) \(next.padded(to: 17)) \(i.when)  \(i.action)\(i.name.map { "  (\($0))" } ?? "")"
-                            + (i.lastOutcome.map { "  [last: \($0)]" } ?? ""))
+                            + (i.lastOutcome.map { tr("  [last: \($0)]", "  [zuletzt: \($0)]") } ?? ""))
             }
             if !quiet.isEmpty { Console.out((Language.current == .de ? "stille Tage: " : "quiet days: ") + quiet.sorted().map(\.description).joined(separator: ", ")) }
-            Console.out(ScheduleCommand.policy)
+            Console.out(tr(ScheduleCommand.policy, ScheduleCommand.policyDE))
         }
     }
 
@@ -187,9 +196,12 @@ struct ScheduleCommand: ParsableCommand {
                 if text.count == 19, let d = CivilDate(String(text.prefix(10))), let s = ScheduleWhen.clock(String(text.suffix(8))) {
                     return ScheduleWhen.instant(d, s, zone)
                 }
-                throw Console.fail(CoreError.badValue(option: option, reason: "'\(text)' is not a date or date-time like 2026-12-24T06:00:00"))
+                throw Console.fail(CoreError.badValue(option: option, reason: tr("'\(text)' is not a date or date-time like 2026-12-24T06:00:00",
+                                                                                 "'\(text)' ist kein Datum und keine Uhrzeit wie 2026-12-24T06:00:00")))
             }
-            guard (1...10_000).contains(count) else { throw Console.fail(CoreError.badValue(option: "--count", reason: "\(count) is not from 1 to 10000")) }
+            guard (1...10_000).contains(count) else {
+                throw Console.fail(CoreError.badValue(option: "--count", reason: tr("\(count) is not from 1 to 10000", "\(count) liegt nicht zwischen 1 und 10000")))
+            }
             let start = try instant(from, "--from", default: LocalTime.now().unix)
             let end = try instant(until, "--until", default: start + 7 * 86_400)
             let store = try openStore()
@@ -261,7 +273,9 @@ struct ScheduleCommand: ParsableCommand {
         @Argument(help: "The day, like 2026-12-24.") var date: String
         @Flag(help: "Make the day an ordinary one again.") var undo = false
         func run() throws {
-            guard let d = CivilDate(date) else { throw Console.fail(CoreError.badValue(option: "", reason: "'\(date)' is not a date like 2026-12-24")) }
+            guard let d = CivilDate(date) else {
+                throw Console.fail(CoreError.badValue(option: "", reason: tr("'\(date)' is not a date like 2026-12-24", "'\(date)' ist kein Datum wie 2026-12-24")))
+            }
             let store = try openStore()
             do {
                 if undo { try ScheduleStore(store: store).unskip(d) } else { try ScheduleStore(store: store).skip(d) }
@@ -283,7 +297,8 @@ struct ScheduleCommand: ParsableCommand {
             var st = stat()
             guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 1 << 20,
                   let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
-                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): not a readable text file of at most 1 MB"))
+                throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file): not a readable text file of at most 1 MB",
+                                                                           "\(file): keine lesbare Textdatei von höchstens 1 MB")))
             }
             let store = try openStore()
             var parsed: [(ScheduleWhen, ScheduleAction, String?)] = []
@@ -297,9 +312,10 @@ struct ScheduleCommand: ParsableCommand {
                     try ScheduleCommand.check(entry.1, store: store)
                     parsed.append(entry)
                 } catch let error as CoreError {
-                    throw Console.fail(CoreError.badValue(option: "", reason: "\(file) line \(n + 1): \(error.description)"))
+                    throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ") + error.description))
                 } catch {
-                    throw Console.fail(CoreError.badValue(option: "", reason: "\(file) line \(n + 1): \(EntryOptions.message(for: error).split(separator: "\n").first ?? "")"))
+                    throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ")
+                                                                  + (EntryOptions.message(for: error).split(separator: "\n").first ?? "")))
                 }
             }
             do {
@@ -321,10 +337,11 @@ struct ScheduleCommand: ParsableCommand {
             let store = try openStore()
             let entries: [ScheduleEntry]
             do { entries = try ScheduleStore(store: store).all() } catch { throw Console.fail(error) }
-            Console.out("# stillmoment schedule: WHEN ACTION [--name NAME], one entry a line")
+            Console.out(tr("# stillmoment schedule: WHEN ACTION [--name NAME], one entry a line",
+                           "# stillmoment-Zeitplan: WANN AKTION [--name NAME], ein Eintrag je Zeile"))
             for e in entries {
                 let name = e.name.map { " --name " + ShellWords.quote($0) } ?? ""
-                Console.out("\(e.enabled ? "" : "# (disabled) ")\(e.when) \(e.action)\(name)")
+                Console.out("\(e.enabled ? "" : tr("# (disabled) ", "# (ausgeschaltet) "))\(e.when) \(e.action)\(name)")
             }
         }
     }
@@ -333,7 +350,9 @@ struct ScheduleCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "ring-now", abstract: "Run an entry now (through the daemon).")
         @Argument(help: "The entry's id.") var id: String
         func run() throws {
-            guard let n = Int64(id) else { throw Console.fail(CoreError.badValue(option: "", reason: "'\(id)' is not an entry's id")) }
+            guard let n = Int64(id) else {
+                throw Console.fail(CoreError.badValue(option: "", reason: tr("'\(id)' is not an entry's id", "'\(id)' ist keine Kennung eines Eintrags")))
+            }
             Console.out(StatusText.summary(try control(.ringNow, ["id": .number(Double(n))], start: true)))
         }
     }
@@ -359,7 +378,7 @@ enum ShellWords {
                 word.append(ch)
             }
         }
-        guard quote == nil else { throw CoreError.badRequest("a quote is not closed") }
+        guard quote == nil else { throw CoreError.badRequest(tr("a quote is not closed", "ein Anführungszeichen ist nicht geschlossen")) }
         if started || !word.isEmpty { words.append(word) }
         return words
     }

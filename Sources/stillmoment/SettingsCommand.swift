@@ -17,7 +17,7 @@ struct SettingsCommand: ParsableCommand {
             let width = Settings.keys.map(\.count).max() ?? 0
             for key in Settings.keys {
                 let k = key.padded(to: width + 2)
-                Console.out("\(k)\(settings.value(key))\(settings.isDefault(key) ? "  (default)" : "")")
+                Console.out("\(k)\(settings.value(key))\(settings.isDefault(key) ? tr("  (default)", "  (Vorgabe)") : "")")
             }
             Console.out("(\(Paths.settingsFile))")
         }
@@ -52,7 +52,7 @@ struct SettingsCommand: ParsableCommand {
                 var settings = try Settings.load()
                 if let key {
                     guard Settings.keys.contains(key) else {
-                        throw CoreError.badValue(option: "", reason: "unknown setting '\(key)'; the settings are: \(Settings.keys.joined(separator: ", "))")
+                        throw Settings.unknown(key)
                     }
                     settings.reset(key)
                 } else {
@@ -60,7 +60,7 @@ struct SettingsCommand: ParsableCommand {
                 }
                 try settings.save()
             } catch {
-                throw Console.fail("\(error)", code: Exit.usage)
+                throw Console.fail(Console.text(error), code: Exit.usage)
             }
         }
     }

@@ -19,13 +19,16 @@ struct SoundsCommand: ParsableCommand {
             let store = try openStore()
             do {
                 guard let k = ["gong": Sound.Kind.gong, "ambience": .ambience][kind.lowercased()] else {
-                    throw CoreError.badValue(option: "--kind", reason: "'\(kind)' is not gong or ambience")
+                    throw CoreError.badValue(option: "--kind", reason: tr("'\(kind)' is not gong or ambience", "'\(kind)' ist weder gong noch ambience"))
                 }
                 let catalog = try SoundCatalog.withCustomSounds(store: store)
                 let raw = RawArgument(file)
                 defer { raw?.close() }
                 let sound = try Importer(store: store).importSound(raw?.path ?? file, kind: k, name: name, catalog: catalog)
-                Console.out("imported \(file) as \(sound.kind) '\(sound.id)' (use --\(k == .ambience ? "ambience" : "gong") \(sound.id))")
+                let option = "--\(k == .ambience ? "ambience" : "gong") \(sound.id)"
+                Console.out(k == .ambience
+                    ? tr("imported \(file) as \(sound.kind) '\(sound.id)' (use \(option))", "\(file) als Klangkulisse '\(sound.id)' importiert (nimm sie mit \(option))")
+                    : tr("imported \(file) as \(sound.kind) '\(sound.id)' (use \(option))", "\(file) als Gong '\(sound.id)' importiert (nimm ihn mit \(option))"))
             } catch let error as CoreError {
                 throw Console.fail(error)
             }

@@ -50,7 +50,8 @@ struct TimerCommand: ParsableCommand {
                 text[TimerOption.open.rawValue] = "yes"
             } else {
                 if text["duration"] != nil {
-                    throw Console.fail(CoreError.badRequest("give the duration once: DURATION or --duration"))
+                    throw Console.fail(CoreError.badRequest(tr("give the duration once: DURATION or --duration",
+                                                                              "gib die Dauer nur einmal an: DURATION oder --duration")))
                 }
                 text["duration"] = duration
             }
@@ -75,20 +76,18 @@ struct TimerCommand: ParsableCommand {
     func run() throws {
         let options = try optionText()
         if plan {
-            if output != nil || detach || foreground { throw Console.fail(CoreError.badRequest("--plan only prints the plan; it plays nothing")) }
+            if output != nil || detach || foreground { throw Console.fail(CoreError.badRequest(tr("--plan only prints the plan; it plays nothing", "--plan zeigt nur den Plan; es spielt nichts"))) }
             let (configuration, catalog, _) = try resolve(options)
             let p: TimerPlan
             do { p = try TimerSession.plan(for: configuration, catalog: catalog) } catch { throw Console.fail(error) }
             PlanText.print(p, configuration: configuration, json: json)
             return
         }
-        if json { throw Console.fail(CoreError.badRequest("--json goes with --plan")) }
-        if output != nil && (detach || foreground) {
-            throw Console.fail("--output renders to a file in this process; it cannot be combined with --\(detach ? "detach" : "foreground")", code: Exit.usage)
-        }
-        if detach && foreground { throw Console.fail("--detach and --foreground exclude each other", code: Exit.usage) }
+        if json { throw Console.fail(CoreError.badRequest(tr("--json goes with --plan", "--json gehört zu --plan"))) }
+        try refuseConflicts(output: output, detach: detach, foreground: foreground)
         if output == nil && fallbackOutput == nil && !foreground {
-            let what = duration?.lowercased() == "open" ? "an open sit" : "a timer" + (duration.map { " of \($0)" } ?? "")
+            let what = duration?.lowercased() == "open" ? tr("an open sit", "eine offene Sitzung")
+                : duration.map { tr("a timer of \($0)", "ein Timer von \($0)") } ?? tr("a timer", "ein Timer")
             var args: [String: JSON] = ["options": .object(options.mapValues(JSON.string))]
             if let preset { args["preset"] = .string(preset) }
             try submit(.timer, args, detach: detach, what: what)
@@ -101,9 +100,9 @@ struct TimerCommand: ParsableCommand {
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
         } catch {
-            guard case .device(let device) = error else { throw Console.fail(error) }
-            guard let fallback = fallbackOutput else { throw Console.fail(error.description, code: Exit.device) }
-            Console.err("no sound device to play on (\(device.message)): rendering the session to \(fallback) instead")
+            guard case .device(let device) = error, let fallback = fallbackOutput else { throw Console.fail(error) }
+            Console.err(tr("no sound device to play on (\(device.message)): rendering the session to \(fallback) instead",
+                           "kein Tonausgabegerät zum Abspielen (\(device.message)): die Sitzung wird stattdessen in \(fallback) geschrieben"))
             target = .file(path: fallback)
             do {
                 session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
@@ -140,7 +139,7 @@ struct TimerRunner {
             runner = try SessionRunner(session, rendered: renderingTo != nil, log: log, preset: preset)
         } catch {
             view.restore()
-            Console.err("error: \(error.description)")
+            Console.error(Console.text(error))
             return .failed
         }
         // However it ends, it ends through the runner (the device released, the record made).
@@ -198,7 +197,7 @@ struct TimerRunner {
         runner.finish()
         if !errors.isEmpty || final == .failed {
             if interactive { view.finishLine(line(stopping: false)) }
-            for e in errors { Console.err("error: \(e.description)") }
+            for e in errors { Console.error(e.text(language)) }
             return .failed
         }
         if interactive {
@@ -287,6 +286,8 @@ enum Texts {
         case ("attached keys", .de): return "[Leertaste] Pause  [f] abschließen  [q] Ende  [d] lösen"
         case ("guided keys", .en): return "[space] pause  [←/→] 15 s  [q] stop  [d] detach"
         case ("guided keys", .de): return "[Leertaste] Pause  [←/→] 15 s  [q] Ende  [d] lösen"
+        case ("play keys", .en): return "[space] pause  [←/→] 15 s  [q] stop"
+        case ("play keys", .de): return "[Leertaste] Pause  [←/→] 15 s  [q] Ende"
         case ("detached", .en): return "detached: the session plays on (`stillmoment attach` follows it, `stillmoment stop` ends it)"
         case ("detached", .de): return "gelöst: die Sitzung läuft weiter (`stillmoment attach` zeigt sie, `stillmoment stop` beendet sie)"
         case ("rendering", .en): return "rendering the session to \(a[0])"
@@ -295,5 +296,19 @@ enum Texts {
         case ("wrote", .de): return "\(a[0]) geschrieben (\(a[1]))"
         default: return key
         }
+    }
+}
+
+/// `--output`, `--detach` and `--foreground`: where a session plays; at most one of them.
+func refuseConflicts(output: String?, detach: Bool, foreground: Bool) throws {
+    if output != nil && (detach || foreground) {
+        let flag = detach ? "detach" : "foreground"
+        throw Console.fail(tr("--output renders to a file in this process; it cannot be combined with --\(flag)",
+                              "--output schreibt die Sitzung in diesem Prozess in eine Datei; das geht nicht zusammen mit --\(flag)"),
+                           code: Exit.usage)
+    }
+    if detach && foreground {
+        throw Console.fail(tr("--detach and --foreground exclude each other", "--detach und --foreground schließen einander aus"),
+                           code: Exit.usage)
     }
 }

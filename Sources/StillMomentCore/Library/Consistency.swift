@@ -38,7 +38,7 @@ extension LibraryStore {
                 if let m = decoded, m.damage == nil {
                     result.meditations.append(m)
                 } else {
-                    let why = decoded?.damage ?? "its fields cannot be read"
+                    let why = decoded?.damage ?? tr("its fields cannot be read", "seine Felder sind nicht lesbar")
                     result.damaged.append(Self.damaged(row, table: "meditation", reason: why))
                 }
             }
@@ -47,7 +47,7 @@ extension LibraryStore {
                    s.kind == "gong" || s.kind == "ambience", !s.id.isEmpty {
                     result.sounds.append(s)
                 } else {
-                    result.damaged.append(Self.damaged(row, table: "customSound", reason: "its fields cannot be read"))
+                    result.damaged.append(Self.damaged(row, table: "customSound", reason: tr("its fields cannot be read", "seine Felder sind nicht lesbar")))
                 }
             }
             return result
@@ -100,7 +100,11 @@ extension LibraryStore {
             throw CoreError.io(path: lock, reason: "\(error)")
         }
         if !done.isEmpty {
-            note("the catalog was empty beside \(files.count) stored file\(files.count == 1 ? "" : "s"); rebuilt it from them:")
+            let n = files.count
+            note(n == 1 ? tr("the catalog was empty beside 1 stored file; rebuilt it from them:",
+                             "der Katalog war leer, obwohl 1 Datei gespeichert ist; aus ihr neu aufgebaut:")
+                        : tr("the catalog was empty beside \(n) stored files; rebuilt it from them:",
+                             "der Katalog war leer, obwohl \(n) Dateien gespeichert sind; aus ihnen neu aufgebaut:"))
             done.forEach(note)
         }
     }
@@ -114,13 +118,22 @@ extension LibraryStore {
         public let meditation: String?
         public var detail: String? = nil
         public var description: String {
+            let m = meditation ?? "?"
             switch kind {
-            case .missingFile: return "missing file \(file) for \(meditation ?? "?")"
-            case .sizeMismatch: return "size differs for \(file) (\(meditation ?? "?")): the copy is damaged"
-            case .hashMismatch: return "content changed for \(file) (\(meditation ?? "?")): the copy is damaged"
-            case .orphanFile: return "stored file \(file) has no catalog entry (`library verify --repair` adopts it)"
-            case .strayFile: return "unknown file \(file) in the store (`library verify --repair` moves it to Lost+Found)"
-            case .damagedRow: return "damaged catalog entry \(meditation ?? "?") (\(file)): \(detail ?? "unreadable")"
+            case .missingFile: return tr("missing file \(file) for \(m)", "Datei \(file) für \(m) fehlt")
+            case .sizeMismatch:
+                return tr("size differs for \(file) (\(m)): the copy is damaged", "Größe von \(file) (\(m)) weicht ab: die Kopie ist beschädigt")
+            case .hashMismatch:
+                return tr("content changed for \(file) (\(m)): the copy is damaged", "Inhalt von \(file) (\(m)) verändert: die Kopie ist beschädigt")
+            case .orphanFile:
+                return tr("stored file \(file) has no catalog entry (`library verify --repair` adopts it)",
+                          "gespeicherte Datei \(file) hat keinen Katalogeintrag (`library verify --repair` nimmt sie wieder auf)")
+            case .strayFile:
+                return tr("unknown file \(file) in the store (`library verify --repair` moves it to Lost+Found)",
+                          "unbekannte Datei \(file) in der Bibliothek (`library verify --repair` verschiebt sie nach Lost+Found)")
+            case .damagedRow:
+                let why = detail ?? tr("unreadable", "unlesbar")
+                return tr("damaged catalog entry \(m) (\(file)): \(why)", "beschädigter Katalogeintrag \(m) (\(file)): \(why)")
             }
         }
     }
@@ -195,7 +208,8 @@ extension LibraryStore {
                                arguments: [rowid])
             }
             if StoredName.isMeditation(d.storedFile) { keep[d.storedFile] = d }
-            done.append("removed the damaged catalog entry \(d.name ?? d.id) (\(d.reason))")
+            let what = d.name ?? d.id
+            done.append(tr("removed the damaged catalog entry \(what) (\(d.reason))", "beschädigten Katalogeintrag \(what) entfernt (\(d.reason))"))
         }
         for p in try verify() {
             switch p.kind {
@@ -205,13 +219,15 @@ extension LibraryStore {
                     try db.execute(sql: "DELETE FROM meditation WHERE storedFile = ?", arguments: [file])
                     try db.execute(sql: "DELETE FROM customSound WHERE storedFile = ?", arguments: [file])
                 }
-                done.append("removed the entry for \(p.meditation ?? p.file) (its file \(p.file) is gone)")
+                let what = p.meditation ?? p.file
+                done.append(tr("removed the entry for \(what) (its file \(p.file) is gone)", "Eintrag für \(what) entfernt (seine Datei \(p.file) fehlt)"))
             case .strayFile:
                 for folder in [meditationsFolder, soundsFolder] where access(folder + "/" + p.file, F_OK) == 0 {
-                    done.append(try moveToLostAndFound(folder + "/" + p.file, why: "not a file the store made"))
+                    done.append(try moveToLostAndFound(folder + "/" + p.file, why: tr("not a file the store made", "keine Datei, die die Bibliothek angelegt hat")))
                 }
             case .sizeMismatch, .hashMismatch:
-                done.append("left \(p.description); import the original again to replace the copy")
+                done.append(tr("left \(p.description); import the original again to replace the copy",
+                               "belassen: \(p.description); importiere das Original noch einmal, um die Kopie zu ersetzen"))
             case .orphanFile, .damagedRow:
                 break
             }
@@ -239,7 +255,7 @@ extension LibraryStore {
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
-            return try moveToLostAndFound(path, why: "not a regular file")
+            return try moveToLostAndFound(path, why: tr("not a regular file", "keine gewöhnliche Datei"))
         }
         // Busy: an import is renaming it into place right now.
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return nil }
@@ -261,27 +277,29 @@ extension LibraryStore {
             analysis = try AudioAnalysis.run(decoder)
             hash = try ContentHash.of(file: path)
         } catch {
-            return try moveToLostAndFound(path, why: "it cannot be read: \(error)")
+            let reason = (error as? AudioError)?.text() ?? "\(error)"
+            return try moveToLostAndFound(path, why: tr("it cannot be read: \(reason)", "sie ist nicht lesbar: \(reason)"))
         }
         guard analysis.frames > 0, Meditation.sampleRates.contains(analysis.sampleRate) else {
-            return try moveToLostAndFound(path, why: "no playable audio in it")
+            return try moveToLostAndFound(path, why: tr("no playable audio in it", "kein abspielbarer Ton darin"))
         }
         if let twin = try read({ db in
             try String.fetchOne(db, sql: "SELECT name FROM meditation WHERE contentHash = ?", arguments: [hash])
         }) {
-            return try moveToLostAndFound(path, why: "a second copy of \(twin)")
+            return try moveToLostAndFound(path, why: tr("a second copy of \(twin)", "eine zweite Kopie von \(twin)"))
         }
         let added = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec))
         let m = Meditation(
             id: id, storedFile: name, originalName: name, durationFrames: analysis.frames,
             sampleRate: analysis.sampleRate,
             teacher: Importer.clean(old?.teacher) ?? Importer.clean(tags.artist) ?? "",
-            name: Importer.clean(old?.name) ?? Importer.clean(tags.title) ?? "Recovered \(id.prefix(8))",
+            name: Importer.clean(old?.name) ?? Importer.clean(tags.title) ?? tr("Recovered \(id.prefix(8))", "Wiederhergestellt \(id.prefix(8))"),
             album: Importer.clean(old?.album) ?? Importer.clean(tags.album), dateAdded: added,
             trimStart: nil, trimEnd: nil, startGong: nil, endGong: nil, size: Int64(st.st_size),
             contentHash: hash, loudnessGain: analysis.gain, lastPosition: nil)
         try write { db in try m.insert(db) }
-        return "adopted \(name) back into the library as \(m.teacher.isEmpty ? "" : m.teacher + " – ")\(m.name)"
+        let shown = (m.teacher.isEmpty ? "" : m.teacher + " – ") + m.name
+        return tr("adopted \(name) back into the library as \(shown)", "\(name) wieder in die Bibliothek aufgenommen als \(shown)")
     }
 
     /// Moves a file out of the store's folders into `Lost+Found/` (never over another).
@@ -293,13 +311,15 @@ extension LibraryStore {
         // link() never replaces a file: a name already taken tries the next one.
         while link(path, target) != 0 {
             guard errno == EEXIST, n < 1000 else {
-                throw CoreError.io(path: path, reason: "cannot move it to \(lostAndFound): \(String(cString: strerror(errno)))")
+                let reason = String(cString: strerror(errno))
+                throw CoreError.io(path: path, reason: tr("cannot move it to \(lostAndFound): \(reason)", "kann nicht nach \(lostAndFound) verschoben werden: \(reason)"))
             }
             n += 1
             target = lostAndFound + "/\(n)-" + base
         }
         unlink(path)
         Importer.syncFolder(lostAndFound)
-        return "moved \(Display.clean(base)) to \(lostAndFound)/ (\(why))"
+        let file = Display.clean(base)
+        return tr("moved \(file) to \(lostAndFound)/ (\(why))", "\(file) nach \(lostAndFound)/ verschoben (\(why))")
     }
 }

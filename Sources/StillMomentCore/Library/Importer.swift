@@ -47,7 +47,9 @@ public struct Importer: Sendable {
     public func importFile(_ path: String, options: Options = Options(),
                            progress: (Double) -> Void = { _ in },
                            warn: (String) -> Void = { _ in }) throws(CoreError) -> Outcome {
-        if let reason = store.readOnlyReason { throw CoreError.io(path: store.home, reason: "cannot import into the library: \(reason)") }
+        if let reason = store.readOnlyReason {
+            throw CoreError.io(path: store.home, reason: tr("cannot import into the library: \(reason)", "in die Bibliothek kann nichts importiert werden: \(reason)"))
+        }
         let shownPath = options.sourceName ?? path
         let source: AudioFile
         let container: AudioContainer
@@ -56,7 +58,7 @@ public struct Importer: Sendable {
             container = try AudioContainer.detect(source)
             _ = try Self.openDecoder(source, container)   // probe: the engine must be able to play it
         } catch {
-            throw CoreError.unplayable(path: "", reason: error.description.replacingOccurrences(of: path, with: shownPath))
+            throw CoreError.unplayable(path: "", reason: error.text().replacingOccurrences(of: path, with: shownPath))
         }
         let ext: String
         if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
@@ -65,7 +67,9 @@ public struct Importer: Sendable {
             throw CoreError.noSpace(path: shownPath, home: store.home, needed: Int64(source.size), free: free)
         }
         if free - Int64(source.size) < warnBelow {
-            warn("less than 500 MB left in \(store.home) (\(Self.megabytes(free - Int64(source.size))) after this import)")
+            let left = Self.megabytes(free - Int64(source.size))
+            warn(tr("less than 500 MB left in \(store.home) (\(left) after this import)",
+                    "weniger als 500 MB frei in \(store.home) (\(left) nach diesem Import)"))
         }
 
         let id = UUID().uuidString.lowercased()
@@ -94,11 +98,11 @@ public struct Importer: Sendable {
             analysis = try AudioAnalysis.run(decoder, progress: progress)
         } catch {
             copy.discard()
-            throw CoreError.unplayable(path: "", reason: error.description.replacingOccurrences(of: copy.path, with: shownPath))
+            throw CoreError.unplayable(path: "", reason: Self.text(error).replacingOccurrences(of: copy.path, with: shownPath))
         }
         guard analysis.frames > 0 else {
             copy.discard()
-            throw CoreError.unplayable(path: shownPath, reason: "no decodable audio in the file")
+            throw CoreError.unplayable(path: shownPath, reason: tr("no decodable audio in the file", "kein abspielbarer Ton in der Datei"))
         }
 
         let shown = options.sourceName ?? path
@@ -145,7 +149,8 @@ public struct Importer: Sendable {
             return nil
         }
         guard let m = try? Meditation(row: row), m.damage == nil else {
-            throw CoreError.damaged("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again")
+            throw CoreError.damaged(tr("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again",
+                                       "der Katalogeintrag für diesen Inhalt ist beschädigt; führe `stillmoment library verify --repair` aus, dann importiere noch einmal"))
         }
         return m
     }
@@ -176,7 +181,7 @@ public struct Importer: Sendable {
     /// the import does and returns the hash; the copy is removed.
     public static func copyAndHash(_ path: String, into folder: String) throws(CoreError) -> String {
         let source: AudioFile
-        do { source = try AudioFile(path: path) } catch { throw CoreError.unplayable(path: "", reason: error.description) }
+        do { source = try AudioFile(path: path) } catch { throw CoreError.unplayable(path: "", reason: error.text()) }
         let copy = try TempCopy(folder: folder, name: ".import-bench-\(getpid())", from: source)
         defer { copy.discard() }
         return copy.hash
@@ -187,18 +192,21 @@ public struct Importer: Sendable {
         do {
             return try AudioAnalysis.run(try StillMomentAudio.openDecoder(path: path))
         } catch {
-            throw CoreError.unplayable(path: "", reason: error.description)
+            throw CoreError.unplayable(path: "", reason: Self.text(error))
         }
     }
 
     /// Imports a gong or an ambience as a custom sound with id `slug(name)`, copied into
     /// the store the same way; `timer --gong ID` / `--ambience ID` then finds it.
     public func importSound(_ path: String, kind: Sound.Kind, name: String, catalog: SoundCatalog) throws(CoreError) -> CustomSound {
-        if let reason = store.readOnlyReason { throw CoreError.io(path: store.home, reason: "cannot import into the library: \(reason)") }
+        if let reason = store.readOnlyReason {
+            throw CoreError.io(path: store.home, reason: tr("cannot import into the library: \(reason)", "in die Bibliothek kann nichts importiert werden: \(reason)"))
+        }
         let id = Self.slug(name)
-        guard !id.isEmpty else { throw CoreError.badValue(option: "--name", reason: "give the sound a name") }
+        guard !id.isEmpty else { throw CoreError.badValue(option: "--name", reason: tr("give the sound a name", "gib dem Klang einen Namen")) }
         if catalog.sounds.contains(where: { $0.id == id }) {
-            throw CoreError.badValue(option: "--name", reason: "a sound '\(id)' exists already; choose another name")
+            throw CoreError.badValue(option: "--name", reason: tr("a sound '\(id)' exists already; choose another name",
+                                                                  "einen Klang '\(id)' gibt es schon; wähle einen anderen Namen"))
         }
         let source: AudioFile
         let container: AudioContainer
@@ -208,7 +216,7 @@ public struct Importer: Sendable {
             let decoder = try Self.openDecoder(source, container)
             guard (decoder.totalFrames ?? 0) > 0 else { throw AudioError.noAudio(path: path) }
         } catch {
-            throw CoreError.unplayable(path: "", reason: error.description)
+            throw CoreError.unplayable(path: "", reason: error.text())
         }
         let ext: String
         if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
@@ -272,6 +280,11 @@ public struct Importer: Sendable {
 
     static func megabytes(_ bytes: Int64) -> String { "\(max(0, bytes) / 1_000_000) MB" }
 
+    /// An error of the analysis (the audio layer's, or another) in the user's language.
+    static func text(_ error: any Error) -> String {
+        (error as? AudioError)?.text() ?? "\(error)"
+    }
+
     static func clean(_ s: String?) -> String? {
         guard let s else { return nil }
         let t = s.trimmingWhitespace()
@@ -326,7 +339,10 @@ final class TempCopy: @unchecked Sendable {
             close(fd)
             fd = -1
         }
-        guard fd >= 0 else { throw CoreError.io(path: path, reason: "another stillmoment process keeps removing this temporary file; try the import again") }
+        guard fd >= 0 else {
+            throw CoreError.io(path: path, reason: tr("another stillmoment process keeps removing this temporary file; try the import again",
+                                                      "ein anderer stillmoment-Prozess entfernt diese temporäre Datei immer wieder; versuche den Import noch einmal"))
+        }
         self.fd = fd
         do {
             try copy(from: source)
@@ -352,7 +368,7 @@ final class TempCopy: @unchecked Sendable {
             do {
                 n = try source.read(at: offset, into: UnsafeMutableRawBufferPointer(start: buffer, count: chunk))
             } catch {
-                throw CoreError.unplayable(path: "", reason: error.description)
+                throw CoreError.unplayable(path: "", reason: error.text())
             }
             if n == 0 { break }
             if direct && n % 4096 != 0 {
@@ -370,8 +386,8 @@ final class TempCopy: @unchecked Sendable {
                         direct = false
                         continue
                     }
-                    let reason = errno == EFBIG || errno == ENOSPC ? "the disk is full" : String(cString: strerror(errno))
-                    throw CoreError.io(path: source.path, reason: "cannot copy it into the store: \(reason)")
+                    let reason = errno == EFBIG || errno == ENOSPC ? tr("the disk is full", "der Datenträger ist voll") : String(cString: strerror(errno))
+                    throw CoreError.io(path: source.path, reason: tr("cannot copy it into the store: \(reason)", "kann nicht in die Bibliothek kopiert werden: \(reason)"))
                 }
                 written += w
             }
@@ -380,11 +396,12 @@ final class TempCopy: @unchecked Sendable {
         }
         var st = stat()
         if offset != source.size || fstat(source.fd, &st) != 0 || UInt64(st.st_size) != offset {
-            throw CoreError.unplayable(path: source.path, reason: "the file changed while it was being copied; try again when it is complete")
+            throw CoreError.unplayable(path: source.path, reason: tr("the file changed while it was being copied; try again when it is complete",
+                                                                     "die Datei hat sich beim Kopieren verändert; versuche es noch einmal, wenn sie vollständig ist"))
         }
         guard fsync(fd) == 0 else {
-            let reason = errno == ENOSPC || errno == EFBIG ? "the disk is full" : String(cString: strerror(errno))
-            throw CoreError.io(path: source.path, reason: "cannot copy it into the store: \(reason)")
+            let reason = errno == ENOSPC || errno == EFBIG ? tr("the disk is full", "der Datenträger ist voll") : String(cString: strerror(errno))
+            throw CoreError.io(path: source.path, reason: tr("cannot copy it into the store: \(reason)", "kann nicht in die Bibliothek kopiert werden: \(reason)"))
         }
         size = offset
         hash = hasher.finish()

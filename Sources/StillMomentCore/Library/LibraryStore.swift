@@ -52,7 +52,7 @@ public final class LibraryStore: Sendable {
         } catch let error as CoreError {
             failure = error
         } catch {
-            failure = CoreError.io(path: databasePath, reason: "cannot open the catalog: \(Self.reason(error))")
+            failure = CoreError.io(path: databasePath, reason: tr("cannot open the catalog: ", "der Katalog lässt sich nicht öffnen: ") + Self.reason(error))
         }
         if let writable {
             pool = writable
@@ -61,7 +61,7 @@ public final class LibraryStore: Sendable {
             // A read-only or full file system: read what is there, change nothing.
             var st = stat()
             guard let failure, stat(path, &st) == 0, st.st_size > 0 else {
-                throw failure ?? CoreError.io(path: path, reason: "cannot open the catalog")
+                throw failure ?? CoreError.io(path: path, reason: tr("cannot open the catalog", "der Katalog lässt sich nicht öffnen"))
             }
             var readConfig = config
             readConfig.readonly = true
@@ -120,11 +120,15 @@ public final class LibraryStore: Sendable {
     static func reason(_ error: any Error) -> String {
         if let db = error as? DatabaseError {
             switch db.resultCode {
-            case .SQLITE_FULL: return "the disk is full"
-            case .SQLITE_READONLY: return "the store is read-only"
-            case .SQLITE_CORRUPT, .SQLITE_NOTADB: return "the catalog is damaged (see `stillmoment library verify`)"
+            case .SQLITE_FULL: return tr("the disk is full", "der Datenträger ist voll")
+            case .SQLITE_READONLY: return tr("the store is read-only", "die Bibliothek ist schreibgeschützt")
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                return tr("the catalog is damaged (see `stillmoment library verify`)", "der Katalog ist beschädigt (siehe `stillmoment library verify`)")
             case .SQLITE_IOERR:
-                return errno == ENOSPC ? "the disk is full" : "the catalog cannot be read or written (\(db.message ?? "I/O error"))"
+                let full = errno == ENOSPC
+                let message = db.message ?? "I/O error"
+                return full ? tr("the disk is full", "der Datenträger ist voll")
+                            : tr("the catalog cannot be read or written (\(message))", "der Katalog lässt sich nicht lesen oder schreiben (\(message))")
             default: return db.message ?? "\(db.resultCode)"
             }
         }
@@ -202,7 +206,9 @@ public final class LibraryStore: Sendable {
     }
 
     func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
-        if let readOnlyReason { throw CoreError.io(path: databasePath, reason: "cannot change the library: \(readOnlyReason)") }
+        if let readOnlyReason {
+            throw CoreError.io(path: databasePath, reason: tr("cannot change the library: \(readOnlyReason)", "die Bibliothek lässt sich nicht ändern: \(readOnlyReason)"))
+        }
         do { return try pool.write(body) } catch let error as CoreError {
             throw error
         } catch {
@@ -224,7 +230,11 @@ public final class LibraryStore: Sendable {
             throw CoreError.ambiguous(key: Display.clean(key), matches: names)
         }
         let damaged = (try? catalogRows().damaged.count) ?? 0
-        let hint = damaged > 0 ? "; \(damaged) catalog entr\(damaged == 1 ? "y is" : "ies are") damaged (see `stillmoment library verify`)" : ""
+        let hint = damaged == 0 ? ""
+            : damaged == 1 ? tr("; 1 catalog entry is damaged (see `stillmoment library verify`)",
+                                "; 1 Katalogeintrag ist beschädigt (siehe `stillmoment library verify`)")
+            : tr("; \(damaged) catalog entries are damaged (see `stillmoment library verify`)",
+                 "; \(damaged) Katalogeinträge sind beschädigt (siehe `stillmoment library verify`)")
         throw CoreError.notFound(key: Display.clean(key), hint: hint)
     }
 
