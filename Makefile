@@ -45,6 +45,7 @@ test: deps-test
 	bash fuzz/run.sh $(FUZZ_CI_SECONDS)
 	bash Tests/cli/library-faults.sh
 	python3 Tests/cli/cli-tests.py
+	python3 Tests/cli/german-tests.py
 	python3 Tests/cli/practice-tests.py
 	python3 Tests/cli/schedule-tests.py
 	python3 Tests/cli/daemon-tests.py

@@ -41,7 +41,7 @@ public enum GongSchedule {
     public static func bellTimes(_ list: String, duration: Int64) throws(BellError) -> [Int64] {
         // As many as interval gongs every 10 s over 24 h could give: no more.
         guard list.utf8.count <= 200_000, list.utf8.reduce(0, { $0 + ($1 == 44 ? 1 : 0) }) < maxBells else {
-            throw BellError(message: "--bells: more than \(maxBells) times")
+            throw BellError(message: tr("--bells: more than \(maxBells) times", "--bells: mehr als \(maxBells) Zeiten"))
         }
         var times: [Int64] = []
         var seen: [Int64: String] = [:]
@@ -64,29 +64,29 @@ public enum GongSchedule {
             seen[t] = item
             times.append(t)
         }
-        guard !times.isEmpty else { throw BellError(message: "--bells: no times given") }
+        guard !times.isEmpty else { throw BellError(message: tr("--bells: no times given", "--bells: keine Zeiten angegeben")) }
         return times.sorted()
     }
 
     /// Bells at typed times (a parsed `--bells`): the same rules as the text form.
     public static func bellTimes(_ bells: [BellTime], duration: Int64) throws(BellError) -> [Int64] {
-        guard !bells.isEmpty else { throw BellError(message: "--bells: no times given") }
-        guard bells.count <= maxBells else { throw BellError(message: "--bells: more than \(maxBells) times") }
+        guard !bells.isEmpty else { throw BellError(message: tr("--bells: no times given", "--bells: keine Zeiten angegeben")) }
+        guard bells.count <= maxBells else { throw BellError(message: tr("--bells: more than \(maxBells) times", "--bells: mehr als \(maxBells) Zeiten")) }
         var times: [Int64] = []
         var seen: [Int64: String] = [:]
         for b in bells {
             let shown = (b.fromEnd ? "-" : "") + TimeText.compact(b.milliseconds)
             guard b.milliseconds >= 0, b.milliseconds <= TimeText.maximum else {
-                throw BellError(message: "--bells: \(shown) is outside the \(TimeText.compact(duration)) meditation")
+                throw BellError(message: tr("--bells: \(shown) is outside the \(TimeText.compact(duration)) meditation", "--bells: \(shown) liegt außerhalb der Meditation von \(TimeText.compact(duration))"))
             }
             let t = b.fromEnd ? duration - b.milliseconds : b.milliseconds
             if t <= 0 || t >= duration {
-                throw BellError(message: "--bells: \(shown) is outside the \(TimeText.compact(duration)) meditation")
+                throw BellError(message: tr("--bells: \(shown) is outside the \(TimeText.compact(duration)) meditation", "--bells: \(shown) liegt außerhalb der Meditation von \(TimeText.compact(duration))"))
             }
             if t > duration - quietTail {
-                throw BellError(message: "--bells: \(shown) falls in the last 5 s, where the end gong sounds")
+                throw BellError(message: tr("--bells: \(shown) falls in the last 5 s, where the end gong sounds", "--bells: \(shown) fällt in die letzten 5 s, wo der Schlussgong klingt"))
             }
-            if let other = seen[t] { throw BellError(message: "--bells: \(shown) is the same time as \(other)") }
+            if let other = seen[t] { throw BellError(message: tr("--bells: \(shown) is the same time as \(other)", "--bells: \(shown) ist dieselbe Zeit wie \(other)")) }
             seen[t] = shown
             times.append(t)
         }
