@@ -39,6 +39,11 @@ release: deps
 run: release
 	.build/release/stillmoment timer 1m --interval 20s --ambience forest --fallback-output session.wav
 
+# The tests match English messages: they run in English whatever the shell's language
+# (german-tests.py sets its own per command).
+test: export LANG = C.UTF-8
+test: export LC_ALL =
+test: export LC_MESSAGES =
 test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
