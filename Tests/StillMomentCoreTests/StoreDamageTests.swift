@@ -44,6 +44,21 @@ struct StoreDamageTests {
         #expect(vbr.name == rows[0].name && vbr.contentHash == rows[0].contentHash && vbr.durationFrames == rows[0].durationFrames)
     }
 
+    @Test("a catalog that is not a database at all is kept aside (never deleted) and rebuilt from the files")
+    func garbageCatalog() throws {
+        let home = LibraryTempHome()
+        let (store, rows) = try Self.library(home)
+        for suffix in ["-wal", "-shm"] { unlink(store.databasePath + suffix) }
+        let garbage = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 7) })
+        try garbage.write(to: URL(fileURLWithPath: store.databasePath))
+        let reopened = try LibraryStore(home: home.path)
+        #expect(try reopened.all().map(\.id).sorted() == rows.map(\.id).sorted())
+        let aside = L.listing(home.path).filter { $0.hasPrefix("library.sqlite.damaged-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+        #expect(aside.count == 1)
+        #expect(try L.bytes(home.path + "/" + (aside.first ?? "")) == garbage, "kept as it was")
+        #expect(reopened.notes.first?.contains("not a database") == true)
+    }
+
     @Test("a deleted catalog beside a non-empty store is rebuilt, not a new library")
     func deletedCatalog() throws {
         let home = LibraryTempHome()

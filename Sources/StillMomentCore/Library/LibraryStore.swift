@@ -44,10 +44,30 @@ public final class LibraryStore: Sendable {
             try Self.makePrivate(path)
             // Under the lock: a new database switches to WAL (which needs it alone, and
             // SQLite does not wait for that) and migrates, one process at a time.
+            var setAside: String?
             writable = try Self.withLock(home + "/library.lock") { () throws -> DatabasePool in
-                let pool = try DatabasePool(path: path, configuration: config)
-                try Self.migrator.migrate(pool)
-                return pool
+                do {
+                    let pool = try DatabasePool(path: path, configuration: config)
+                    try Self.migrator.migrate(pool)
+                    return pool
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
+                    // Not a database at all (overwritten, a bad copy): kept aside, never
+                    // deleted, and a new catalog is rebuilt from the stored files.
+                    let aside = path + ".damaged-\(time(nil))"
+                    guard rename(path, aside) == 0 else { throw error }
+                    for suffix in ["-wal", "-shm"] { rename(path + suffix, aside + suffix) }
+                    setAside = aside
+                    try Self.makePrivate(path)
+                    let pool = try DatabasePool(path: path, configuration: config)
+                    try Self.migrator.migrate(pool)
+                    return pool
+                }
+            }
+            if let setAside {
+                openingNotes.withLock {
+                    $0.append(tr("the catalog was not a database; it is kept as \(setAside) and a new one is built from the stored files",
+                                 "der Katalog war keine Datenbank; er liegt jetzt unter \(setAside), ein neuer wird aus den gespeicherten Dateien gebaut"))
+                }
             }
         } catch let error as CoreError {
             failure = error
