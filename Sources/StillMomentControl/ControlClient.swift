@@ -1,3 +1,5 @@
+// The client side of the control socket: connects (only to a daemon of our own user),
+// says hello, sends requests and collects the events pushed in between.
 import CSystem
 import FoundationEssentials
 import Glibc
@@ -14,7 +16,10 @@ public final class ControlClient {
     public private(set) var daemonPID = 0
     public private(set) var daemonHome = ""
 
-    private init(fd: Int32) { self.fd = fd }
+    private init(fd: Int32, peerPID: pid_t) {
+        self.fd = fd
+        daemonPID = Int(peerPID)
+    }
     deinit { close(fd) }
 
     /// Connects to the running daemon; with `startIfNeeded`, starts one (detached, logging
@@ -23,7 +28,7 @@ public final class ControlClient {
         let path = ControlPaths.socket
         // Nothing is sent to a socket whose folder or owner is not ours (another user may
         // have made /tmp/stillmoment-UID first), nor to a peer of another uid.
-        var fd = try ControlPaths.connectTrusted(path)
+        var (fd, peer) = try ControlPaths.connectTrusted(path)
         if fd < 0 {
             let err = -fd
             guard err == ENOENT || err == ECONNREFUSED else {
@@ -34,15 +39,18 @@ public final class ControlClient {
             for other in ControlPaths.socketCandidates.dropFirst() {
                 do {
                     let candidate = try ControlPaths.connectTrusted(other)
-                    if candidate >= 0 {
-                        fd = candidate
+                    if candidate.fd >= 0 {
+                        (fd, peer) = candidate
                         break
                     }
                 } catch {
                     refusal = refusal ?? error
                 }
             }
-            if fd < 0, let refusal { throw refusal }
+            // Nothing was sent to an untrusted candidate. Asked about a daemon, the client
+            // says why it did not look there; asked to start one, it starts its own in its
+            // own folder (checked again there), so a folder planted in /tmp cannot stop it.
+            if fd < 0, !startIfNeeded, let refusal { throw refusal }
         }
         if fd < 0 {
             guard startIfNeeded else { throw ControlError.noDaemon }
@@ -50,14 +58,14 @@ public final class ControlClient {
             // The daemon opens the store (and migrates it) before it listens: allow for a slow SD card.
             for _ in 0..<400 {
                 usleep(25_000)
-                fd = try ControlPaths.connectTrusted(path)
+                (fd, peer) = try ControlPaths.connectTrusted(path)
                 if fd >= 0 { break }
             }
             guard fd >= 0 else {
                 throw ControlError.io("the daemon did not start: \(lastLine(of: log) ?? "no reason given") (see \(log))")
             }
         }
-        let client = ControlClient(fd: fd)
+        let client = ControlClient(fd: fd, peerPID: peer)
         try client.hello()
         return client
     }
@@ -76,7 +84,9 @@ public final class ControlClient {
         let answer = try readMessage(timeoutMs: 10_000)
         if let error = answer["error"] { throw Self.refusal(error) }
         guard let h = answer["hello"] else { throw ControlError.lost("the daemon did not say hello") }
-        daemonPID = Int(h["pid"]?.number ?? 0)
+        // The pid a user may be told to `kill` is the kernel's (SO_PEERCRED), not the one
+        // the daemon names; that one only stands in if the kernel gave none.
+        if daemonPID <= 0, let pid = h["pid"]?.number, pid >= 1, pid <= Double(Int32.max) { daemonPID = Int(pid) }
         daemonHome = h["home"]?.string ?? ""
     }
 
@@ -108,7 +118,7 @@ public final class ControlClient {
     }
 
     private static func refusal(_ error: JSON) -> ControlError {
-        .refused(code: error["code"]?.string ?? "error", message: error["message"]?.string ?? "refused")
+        .refusal(code: error["code"]?.string ?? "error", message: error["message"]?.string ?? "refused")
     }
 
     // MARK: the wire

@@ -1,3 +1,5 @@
+// Where the control socket lives, whether the one found there may be trusted (folder,
+// socket and peer all our own), and the one-line errors between a client and the daemon.
 import CSystem
 import FoundationEssentials
 import Glibc
@@ -54,45 +56,66 @@ public enum ControlPaths {
 
 extension ControlPaths {
     /// Whether a daemon at `socketPath` may be trusted, checked before anything is sent:
-    /// its folder is a real folder of ours that nobody else can write, and the socket is
-    /// a socket of ours. nil when there is nothing there; else the refusal.
+    /// its folder is a real folder (not a link) of ours that no other user can enter
+    /// (mode 0700 or stricter), and the socket is a socket of ours. nil when there is
+    /// nothing there; else the refusal, one line that names the folder and what to do.
     static func distrust(_ socketPath: String) -> ControlError? {
         let folder = String(socketPath[..<(socketPath.lastIndex(of: "/") ?? socketPath.startIndex)])
-        let me = geteuid()
         var st = stat()
         guard lstat(folder, &st) == 0 else { return nil }
-        let de = Language.current == .de
-        func refuse(_ what: String) -> ControlError {
-            .untrusted(de ? "\(folder) \(what): keine Verbindung zu einem Daemon dort; entferne den Ordner oder setze XDG_RUNTIME_DIR auf einen eigenen"
-                          : "\(folder) \(what): refusing to talk to a daemon there; remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+        var socket = stat()
+        let hasSocket = lstat(socketPath, &socket) == 0
+        return distrust(folder: folder, st, socket: hasSocket ? socket : nil, me: geteuid(), german: Language.current == .de)
+    }
+
+    /// The check itself, on what `lstat` said of the folder and of the socket (nil: none).
+    static func distrust(folder: String, _ st: stat, socket: stat?, me: uid_t, german de: Bool) -> ControlError? {
+        let remove = de ? "entferne den Ordner oder setze XDG_RUNTIME_DIR auf einen eigenen"
+                        : "remove it, or set XDG_RUNTIME_DIR to a folder of your own"
+        func refuse(_ what: String, _ todo: String) -> ControlError {
+            .untrusted(de ? "\(folder) \(what): keine Verbindung zu einem Daemon dort; \(todo)"
+                          : "\(folder) \(what): refusing to talk to a daemon there; \(todo)")
         }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else { return refuse(de ? "ist kein Ordner" : "is not a folder") }
-        guard st.st_uid == me else { return refuse(de ? "gehört einem anderen Benutzer (uid \(st.st_uid))" : "belongs to another user (uid \(st.st_uid))") }
-        guard st.st_mode & 0o022 == 0 else { return refuse(de ? "ist für andere beschreibbar" : "is writable by others") }
-        guard lstat(socketPath, &st) == 0 else { return nil }
-        guard (st.st_mode & S_IFMT) == S_IFSOCK, st.st_uid == me else {
-            return refuse(de ? "enthält einen fremden control.sock" : "holds a control.sock that is not ours")
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { return refuse(de ? "ist kein Ordner" : "is not a folder", remove) }
+        guard st.st_uid == me else {
+            return refuse(de ? "gehört einem anderen Benutzer (uid \(st.st_uid))" : "belongs to another user (uid \(st.st_uid))", remove)
+        }
+        let mode = String(st.st_mode & 0o777, radix: 8)
+        guard st.st_mode & 0o077 == 0 else {
+            let todo = de ? "mach ihn privat (chmod 700 \(folder)) oder entferne ihn" : "make it private (chmod 700 \(folder)) or remove it"
+            return refuse(de ? "ist für andere zugänglich (Modus \(mode))" : "is open to other users (mode \(mode))", todo)
+        }
+        guard let socket else { return nil }
+        guard (socket.st_mode & S_IFMT) == S_IFSOCK, socket.st_uid == me else {
+            let todo = de ? "entferne \(folder)/control.sock" : "remove \(folder)/control.sock"
+            return refuse(de ? "enthält einen control.sock, der nicht uns gehört" : "holds a control.sock that is not ours", todo)
         }
         return nil
     }
 
     /// Connects to the socket only if it is trusted, and only to a peer of our own uid.
-    /// Returns the fd, or -errno when nothing answers there.
-    static func connectTrusted(_ socketPath: String, timeoutMs: Int32 = 5000) throws(ControlError) -> Int32 {
+    /// Returns the fd and the peer's pid (from the kernel, not from what it says), or
+    /// -errno when nothing answers there.
+    static func connectTrusted(_ socketPath: String, timeoutMs: Int32 = 5000) throws(ControlError) -> (fd: Int32, pid: pid_t) {
         if let refusal = distrust(socketPath) { throw refusal }
         let fd = sm_unix_connect(socketPath, timeoutMs)
-        guard fd >= 0 else { return fd }
+        guard fd >= 0 else { return (fd, 0) }
         var uid: uid_t = 0
         var pid: pid_t = 0
         guard sm_peer_credentials(fd, &uid, &pid) == 0, uid == geteuid() else {
             close(fd)
-            throw ControlError.untrusted("\(socketPath) is served by another user's process (uid \(uid), pid \(pid)): refusing to talk to it")
+            let folder = String(socketPath[..<(socketPath.lastIndex(of: "/") ?? socketPath.startIndex)])
+            throw ControlError.untrusted(Language.current == .de
+                ? "\(socketPath) wird vom Prozess eines anderen Benutzers bedient (uid \(uid), pid \(pid)): keine Verbindung; beende ihn oder setze XDG_RUNTIME_DIR auf einen eigenen Ordner statt \(folder)"
+                : "\(socketPath) is served by another user's process (uid \(uid), pid \(pid)): refusing to talk to it; stop that process, or set XDG_RUNTIME_DIR to a folder of your own instead of \(folder)")
         }
-        return fd
+        return (fd, pid)
     }
 }
 
-/// What can go wrong between a client and the daemon, as one line each.
+/// What can go wrong between a client and the daemon, as one line each. A description
+/// never carries a control character (a daemon's message, a path from the environment
+/// could): C0, DEL, C1 (so ESC and CSI too) are dropped, line breaks become spaces.
 public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No daemon answers at the socket.
     case noDaemon
@@ -104,7 +127,20 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The socket or its folder belongs to someone else: nothing was sent.
     case untrusted(String)
 
-    public var description: String {
+    public var description: String { Self.oneLine(text) }
+
+    /// A daemon's refusal, its code and message cleaned of control characters here (they
+    /// are printed as they are by whoever catches the error).
+    static func refusal(code: String, message: String) -> ControlError {
+        .refused(code: oneLine(code), message: oneLine(message))
+    }
+
+    /// The text without control characters, on one line (tabs become spaces too).
+    static func oneLine(_ text: String) -> String {
+        String(Display.clean(text).map { $0 == "\t" ? " " : $0 })
+    }
+
+    private var text: String {
         switch self {
         case .noDaemon: return "no stillmoment daemon is running (nothing is playing)"
         case .io(let m), .untrusted(let m): return m

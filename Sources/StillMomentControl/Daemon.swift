@@ -1,3 +1,4 @@
+// The daemon: owns the sound device, serves the control socket, and decides who may stay connected.
 import CSystem
 import Dispatch
 import FoundationEssentials
@@ -40,7 +41,7 @@ public final class Daemon {
         var closeWhenFlushed = false
         /// The client shut its side: nothing more to read, answers still to deliver.
         var eof = false
-        /// When it last sent something (or connected).
+        /// When it last sent a message (or connected): stray bytes and blank lines do not count.
         var lastActive: Double
 
         init(fd: Int32, pid: pid_t, connectedAt: Double) {
@@ -63,6 +64,15 @@ public final class Daemon {
     /// Out of file descriptors: accept nothing for a moment rather than spin on the listener.
     private var acceptPausedUntil = 0.0
     private let stopSignal = StopFlag()
+    // Connection policy (idle clients must never lock others out):
+    // - a connection must say hello within `helloTimeout` (5 s), or it is closed;
+    // - one that has said hello but neither asks (no message) nor listens (no
+    //   subscription) for `idleTimeout` (5 min) is closed, with a `busy` error saying why;
+    // - when all `maxClients` (128) slots are taken, a new connection is still accepted
+    //   if one of them has been silent for `evictableAfter` (10 s) at least: the one
+    //   silent longest without a subscription is closed to make room, and only if every
+    //   silent one is subscribed (a live view) the one silent longest of those. Only when
+    //   all are busier than that is the newcomer refused with `busy`.
     /// A connection silent this long may be closed to make room when the daemon is full.
     static let evictableAfter = 10.0
     /// A connection that neither asks nor listens (no subscription) is closed after this.
@@ -267,12 +277,12 @@ public final class Daemon {
                 refuse(fd, ProtocolError(.forbidden, "this daemon serves only its own user (uid \(geteuid()))"))
                 continue
             }
-            // Full: room is made by closing the connection idle longest (idle 10 s at
-            // least), so clients that connect and then say nothing never lock others out.
+            // Full: room is made by closing the connection silent longest (the policy above).
             if clients.count >= options.maxClients {
                 let t = now()
-                let idlest = clients.filter { !$0.drop && !$0.closeWhenFlushed && t - $0.lastActive >= Self.evictableAfter }
-                    .min { $0.lastActive < $1.lastActive }
+                let silent = clients.filter { !$0.drop && !$0.closeWhenFlushed && t - $0.lastActive >= Self.evictableAfter }
+                let idlest = silent.filter { !$0.subscribed }.min { $0.lastActive < $1.lastActive }
+                    ?? silent.min { $0.lastActive < $1.lastActive }
                 if let idlest {
                     log.notice("full: closing the connection of pid \(idlest.pid), idle \(Int(t - idlest.lastActive)) s")
                     send(idlest, ProtocolError(.busy, "closed: idle while the daemon was full").answer)
@@ -312,7 +322,6 @@ public final class Daemon {
             return
         }
         guard n > 0 else { return }
-        c.lastActive = now()
         for item in c.framer.feed(buffer[0..<n]) {
             if c.drop || c.closeWhenFlushed { break }
             switch item {
@@ -320,6 +329,7 @@ public final class Daemon {
                 send(c, ProtocolError(.tooLong, "a message is limited to \(ControlProtocol.maxMessageBytes) bytes").answer)
             case .line(let line):
                 if line.isEmpty { continue }
+                c.lastActive = now()
                 handle(line, from: c)
             }
         }

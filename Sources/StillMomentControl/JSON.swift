@@ -1,3 +1,4 @@
+// JSON values: the payloads of the control protocol, read and written as one line.
 import FoundationEssentials
 
 /// A JSON value, both ways (the control protocol's payloads).
@@ -9,14 +10,45 @@ public enum JSON: Codable, Sendable, Equatable {
     case array([JSON])
     case object([String: JSON])
 
+    /// Decodes in one pass, nesting at most `JSONParser.maxDepth` deep (the socket's limit).
+    /// Each value asks for an object, an array, then the leaf kinds, and only ever gives up
+    /// a container it could not open, never a subtree it decoded. Foundation's decoder
+    /// makes every failed try pay for a coding path as long as the nesting, so at a depth
+    /// of 510 even that was quadratic (a 63-KB line took tens of seconds); with the depth
+    /// limited, each value costs a bounded amount: linear in the input, whatever its shape.
+    /// (The control socket reads with `JSONParser`, which needs no Decoder at all.)
     public init(from decoder: any Decoder) throws {
+        let depth = decoder.codingPath.count
+        func tooDeep() -> DecodingError {
+            .dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "nested deeper than \(JSONParser.maxDepth)"))
+        }
+        if let o = try? decoder.container(keyedBy: Key.self) {
+            guard depth < JSONParser.maxDepth else { throw tooDeep() }
+            var object: [String: JSON] = [:]
+            for key in o.allKeys { object[key.stringValue] = try o.decode(JSON.self, forKey: key) }
+            self = .object(object)
+            return
+        }
+        if var a = try? decoder.unkeyedContainer() {
+            guard depth < JSONParser.maxDepth else { throw tooDeep() }
+            var array: [JSON] = []
+            while !a.isAtEnd { array.append(try a.decode(JSON.self)) }
+            self = .array(array)
+            return
+        }
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null; return }
         if let b = try? c.decode(Bool.self) { self = .bool(b); return }
         if let n = try? c.decode(Double.self) { self = .number(n); return }
-        if let s = try? c.decode(String.self) { self = .string(s); return }
-        if let a = try? c.decode([JSON].self) { self = .array(a); return }
-        self = .object(try c.decode([String: JSON].self))
+        self = .string(try c.decode(String.self))
+    }
+
+    /// Any key of an object.
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
     public func encode(to encoder: any Encoder) throws {

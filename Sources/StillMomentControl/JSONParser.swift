@@ -70,7 +70,8 @@ public enum JSONParser {
                 guard i < data.count, data[i] == UInt8(ascii: ":") else { throw fail("':' expected") }
                 i += 1
                 skipSpace()
-                o[key] = try value(depth: depth)
+                // A key given twice is refused: readers disagree on which one counts.
+                guard o.updateValue(try value(depth: depth), forKey: key) == nil else { throw fail("a key given twice") }
                 skipSpace()
                 guard i < data.count else { throw fail("the object is not closed") }
                 if data[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -189,6 +190,8 @@ public enum JSONParser {
             guard i - start <= 64, let v = Double(String(decoding: data[start..<i], as: UTF8.self)) else {
                 throw fail("a number too long")
             }
+            // 1e400 would be infinity, which no JSON can say back.
+            guard v.isFinite else { throw fail("a number out of range") }
             return v
         }
     }

@@ -1129,6 +1129,372 @@ def case_foreign(c):
     check("uid 65534" in line, f"foreign: the daemon logged the refusal ({line.strip().split('] ')[-1]!r})")
 
 
+# ---------------------------------------------------------------- trust, fakes and crowds
+
+# A fake daemon: listens at argv[1] for argv[2] seconds (on the socket inherited as fd
+# FAKE_FD when set: bound by root, listening as whoever runs this), prints "ready",
+# "connected" and "received <bytes>" to stdout. argv[3] says what it answers: "silent",
+# "hello-error" (a refusal full of escape sequences) or "daemon" (a hello naming pid 1,
+# then a result for every request).
+FAKE_DAEMON = r'''
+import json, os, socket, sys, time
+path, secs, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+home = sys.argv[4] if len(sys.argv) > 4 else "/"
+fd = int(os.environ.get("FAKE_FD", "-1"))
+if fd >= 0:
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
+else:
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+srv.listen(16)
+print("ready uid %d pid %d" % (os.geteuid(), os.getpid()), flush=True)
+srv.settimeout(0.05)
+evil = "\u001b]0;owned\u0007\u001b[2J\u001b[31mred\u009b1mbold\r\nsecond line\ttab\u0085end"
+end = time.monotonic() + secs
+conns = {}
+while time.monotonic() < end:
+    try:
+        k, _ = srv.accept()
+        print("connected", flush=True)
+        k.setblocking(False)
+        conns[k] = b""
+        if mode == "hello-error":
+            try:
+                k.sendall(json.dumps({"error": {"code": "busy\u001b[5m", "message": evil}}).encode() + b"\n")
+            except OSError:
+                pass
+    except (socket.timeout, BlockingIOError):
+        pass
+    for k in list(conns):
+        try:
+            d = k.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError:
+            d = b""
+        if not d:
+            del conns[k]
+            k.close()
+            continue
+        print("received " + repr(d), flush=True)
+        conns[k] += d
+        while mode == "daemon" and b"\n" in conns[k]:
+            line, conns[k] = conns[k].split(b"\n", 1)
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if "hello" in m:
+                a = {"hello": {"version": 1, "daemon": "stillmoment", "pid": 1, "home": home}}
+            else:
+                a = {"id": m.get("id"), "result": {"session": 7, "state": "running", "source": "timer"}}
+            try:
+                k.sendall(json.dumps(a).encode() + b"\n")
+            except OSError:
+                pass
+for k in conns:
+    k.close()
+srv.close()
+'''
+
+CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def foreign_prefix(uid="nobody", gid="nogroup"):
+    """(setpriv prefix, None) to run as another user, or (None, why not)."""
+    if os.geteuid() != 0:
+        return None, "not running as root"
+    if not shutil.which("setpriv"):
+        return None, "setpriv is missing"
+    try:
+        pwd.getpwnam("nobody")
+        grp.getgrnam("nogroup")
+    except KeyError:
+        return None, "no user nobody or group nogroup"
+    real = os.path.realpath(BIN)
+    d = real
+    while d != "/":
+        d = os.path.dirname(d)
+        if not os.stat(d).st_mode & stat.S_IXOTH:
+            return None, f"{d} is not world-executable"
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"], None
+
+
+def python_bin():
+    return next(p for p in ("/usr/bin/python3", sys.executable) if os.access(p, os.X_OK))
+
+
+def start_fake(c, path, mode="silent", secs=60, prefix=(), fd=None, home="/"):
+    """Starts FAKE_DAEMON (stopped by PID in the cleanup); waits for it to listen."""
+    env = dict(c.env)
+    pass_fds = ()
+    if fd is not None:
+        env["FAKE_FD"] = str(fd)
+        pass_fds = (fd,)
+    c.n += 1
+    out = open(os.path.join(c.dir, f"fake{c.n}.out"), "w")
+    p = subprocess.Popen(list(prefix) + [python_bin(), "-I", "-c", FAKE_DAEMON, path, str(secs), mode, home],
+                         env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=pass_fds)
+    out.close()
+    p.out_path = out.name
+    c.procs.append(p)
+    all_procs.append(p)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and p.poll() is None and "ready" not in fake_log(p):
+        time.sleep(0.02)
+    return p
+
+
+def fake_log(p):
+    try:
+        with open(p.out_path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def fake_heard(p):
+    """What the fake received: (connections, the bytes it was sent as text)."""
+    log = fake_log(p)
+    return log.count("connected"), "".join(l[9:] for l in log.splitlines() if l.startswith("received "))
+
+
+def one_clean_line(r):
+    text = r.err.strip() or r.out.strip()
+    return len(text.splitlines()) == 1 and not CONTROL.search(text)
+
+
+def case_untrusted(c):
+    prefix, why = foreign_prefix()
+    if prefix is None:
+        skip("untrusted runtime folders", why)
+        return
+    folder, sock = c.folder(), c.sock_path()
+    # Others must be able to reach the runtime folder for a fake there to run as nobody.
+    os.chmod(c.dir, 0o755)
+    os.chmod(c.run, 0o755)
+
+    def refused(what, needles, fake, connects=0):
+        """Three commands against the fake: each refused in one line, nothing sent."""
+        results = [c.sm("status"), c.sm("timer", "5m", "--device", "null", "--detach"), c.sm("stop")]
+        bad = [f"exit {r.rc}: {r.short()}" for r in results
+               if r.rc == 0 or not one_clean_line(r) or not all(n in r.text for n in needles)]
+        time.sleep(0.2)
+        conns, heard = fake_heard(fake)
+        started = daemons_in(c.run)
+        for pid in started:
+            stop_pid(pid)
+        check(not bad and heard == "" and conns <= connects and not started,
+              f"untrusted: {what}: status, timer and stop are refused in one line naming the folder and what to do "
+              f"({results[0].short()[:160]}); the fake was connected to {conns} time(s) and sent {heard[:80]!r}"
+              f"{'; a daemon was started: ' + str(started) if started else ''}{'; ' + ' / '.join(bad) if bad else ''}")
+
+    # 1. The folder is nobody's and a fake daemon of nobody's listens in it.
+    os.mkdir(folder, 0o700)
+    os.chown(folder, 65534, 65534)
+    fake = start_fake(c, sock, prefix=prefix)
+    check("ready uid 65534" in fake_log(fake), f"untrusted: a fake daemon listens as nobody in a folder of nobody's ({fake_log(fake).strip()[:60]})")
+    refused("the folder belongs to nobody", [folder, "belongs to another user (uid 65534)", "XDG_RUNTIME_DIR"], fake)
+    stop_popen(fake)
+    shutil.rmtree(folder, ignore_errors=True)
+
+    # 2. The folder is ours but open to others (0755); the fake is ours too.
+    os.mkdir(folder, 0o755)
+    os.chmod(folder, 0o755)
+    fake = start_fake(c, sock)
+    refused("our folder open to others (0755)", [folder, "open to other users (mode 755)", "chmod 700"], fake)
+    stop_popen(fake)
+    shutil.rmtree(folder, ignore_errors=True)
+
+    # 3. A private folder of ours, but the socket in it is nobody's (bound by root, given
+    #    away, listened on by nobody).
+    os.mkdir(folder, 0o700)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(sock)
+        os.chown(sock, 65534, 65534)
+        fake = start_fake(c, sock, prefix=prefix, fd=s.fileno())
+    finally:
+        s.close()
+    refused("a socket of nobody's in our folder", [folder, "control.sock that is not ours"], fake)
+    stop_popen(fake)
+    shutil.rmtree(folder, ignore_errors=True)
+
+    # 4. Folder and socket ours, but the process listening is nobody's: SO_PEERCRED says so.
+    #    The client may connect, but sends nothing.
+    os.mkdir(folder, 0o700)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(sock)
+        fake = start_fake(c, sock, prefix=prefix, fd=s.fileno())
+    finally:
+        s.close()
+    refused("our socket served by nobody's process", [sock, "another user's process (uid 65534", "XDG_RUNTIME_DIR"], fake,
+            connects=3)
+    stop_popen(fake)
+    shutil.rmtree(folder, ignore_errors=True)
+
+    # 5. /tmp/stillmoment-UID (no XDG_RUNTIME_DIR), made first by nobody, for a user (uid
+    #    54321, no passwd entry needed) whose client must refuse it.
+    uid = 54321
+    tmp_folder = f"/tmp/stillmoment-{uid}"
+    prefix_u, why = foreign_prefix(str(uid), str(uid))
+    if os.path.lexists(tmp_folder) or os.path.lexists(f"/run/user/{uid}"):
+        skip("untrusted: /tmp/stillmoment-UID", f"{tmp_folder} or /run/user/{uid} exists already")
+        return
+    if prefix_u is None:
+        skip("untrusted: /tmp/stillmoment-UID", why)
+        return
+    home = os.path.join(c.dir, "home-u")
+    own_run = os.path.join(c.dir, "run-u")
+    for d in (home, own_run):
+        os.mkdir(d, 0o700)
+        os.chown(d, uid, uid)
+    env = c.make_env(own_run, home=home)
+    env.pop("XDG_RUNTIME_DIR")
+    env["HOME"] = home
+    try:
+        os.mkdir(tmp_folder, 0o700)
+        os.chown(tmp_folder, 65534, 65534)
+        fake = start_fake(c, tmp_folder + "/control.sock", prefix=prefix)
+        results = [c.sm("status", env=env, prefix=prefix_u),
+                   c.sm("timer", "5m", "--device", "null", "--detach", env=env, prefix=prefix_u)]
+        bad = [f"exit {r.rc}: {r.short()}" for r in results
+               if r.rc == 0 or not one_clean_line(r) or tmp_folder not in r.text or "belongs to another user" not in r.text]
+        time.sleep(0.2)
+        conns, heard = fake_heard(fake)
+        check(not bad and conns == 0 and heard == "",
+              f"untrusted: {tmp_folder} made first by nobody: uid {uid}'s status and timer are refused ({results[0].short()[:150]}); "
+              f"the fake was connected to {conns} time(s){'; ' + ' / '.join(bad) if bad else ''}")
+        # With a runtime folder of its own, the client still probes /tmp (a daemon started
+        # from cron listens there): it tells why it did not talk there, and starts its own.
+        env["XDG_RUNTIME_DIR"] = own_run
+        r1 = c.sm("status", env=env, prefix=prefix_u)
+        r2 = c.sm("timer", "5m", "--device", "null", "--detach", env=env, prefix=prefix_u)
+        pid = c.lock_pid(env)
+        r3 = c.sm("status", "--json", env=env, prefix=prefix_u)
+        c.sm("stop", env=env, prefix=prefix_u)
+        if pid:
+            stop_pid(pid)
+        time.sleep(0.2)
+        conns, heard = fake_heard(fake)
+        check(r1.rc != 0 and tmp_folder in r1.text and one_clean_line(r1) and r2.rc == 0 and '"timer"' in r3.out
+              and conns == 0 and heard == "",
+              f"untrusted: with XDG_RUNTIME_DIR set, the probe of {tmp_folder} is refused ({r1.short()[:100]}), and "
+              f"`timer --detach` starts uid {uid}'s own daemon (exit {r2.rc}: {r2.short()[:100]}); the fake heard {conns} connection(s)")
+        stop_popen(fake)
+    finally:
+        shutil.rmtree(tmp_folder, ignore_errors=True)
+
+
+def case_fake_words(c):
+    """A daemon of our own uid (a fake) that says hostile things: nothing of it reaches the
+    terminal raw, and the pid the user is told is the kernel's, not the one it names."""
+    os.mkdir(c.folder(), 0o700)
+    fake = start_fake(c, c.sock_path(), mode="hello-error")
+    r = c.sm("status")
+    raw = r.out + r.err
+    check(r.rc != 0 and one_clean_line(r) and "red" in raw and "second line" in raw and "end" in raw,
+          f"fake: a refusal full of escape sequences and line breaks is printed on one line without them "
+          f"(exit {r.rc}: {r.short()!r})")
+    stop_popen(fake)
+    os.unlink(c.sock_path())
+    fake = start_fake(c, c.sock_path(), mode="daemon", home=c.home)
+    r = c.sm("timer", "5m", "--device", "null", "--detach")
+    m = re.search(r"daemon pid (\d+)", r.out)
+    check(r.rc == 0 and m and int(m.group(1)) == fake.pid,
+          f"fake: a daemon that names pid 1 is reported by its real pid {fake.pid} (exit {r.rc}: {r.short()[:140]})")
+    all_daemon_pids.discard(fake.pid)
+    stop_popen(fake)
+
+
+def case_crowd(c):
+    """Idle clients cannot lock others out; deep JSON is refused at once, wide JSON read."""
+    r = c.sm("timer", "24h", "--device", "null", "--detach")
+    ok, _ = c.wait_status(lambda s: s.get("source") == "timer", 5)
+    check(r.rc == 0 and ok, f"crowd: a timer plays ({r.short()})")
+    pid = c.lock_pid()
+
+    # Deep and wide lines over the socket.
+    x = c.conn()
+    x.hello()
+    attack = ",".join(["[1," * 510 + "1" + "]" * 510] * 31)
+    t0 = time.monotonic()
+    x.send_raw(('{"id":1,"command":"status","args":{"x":[' + attack + ']}}\n').encode())
+    e = x.recv(5)
+    took = time.monotonic() - t0
+    err = (e or {}).get("error", {})
+    check(err.get("code") == "bad-request" and "32" in err.get("message", "") and "\n" not in err.get("message", "") and took < 1,
+          f"crowd: a 63-KB line nested 510 deep is refused in {took * 1000:.0f} ms with {json.dumps(e)[:120]}")
+    # 32 deep in all is within the limit (the reply is whatever status says of an unknown
+    # argument), 33 is not.
+    answers = []
+    for rid, depth in ((2, 30), (3, 31)):
+        x.send_raw(('{"id":%d,"command":"status","args":{"x":%s1%s}}\n' % (rid, "[" * depth, "]" * depth)).encode())
+        answers.append(x.recv(5) or {})
+    wide = '{"id":4,"command":"status","args":{"x":[' + ",".join(["1"] * 30000) + ']}}\n'
+    t0 = time.monotonic()
+    x.send_raw(wide.encode())
+    w = x.recv(5) or {}
+    took_wide = time.monotonic() - t0
+    a = x.request(5, "status")
+    x.close()
+    deep_ok = "nest" not in json.dumps(answers[0]) and answers[0].get("id") == 2
+    deep_refused = answers[1].get("error", {}).get("code") == "bad-request" and "32" in answers[1]["error"].get("message", "")
+    check(deep_ok and deep_refused and w.get("id") == 4 and "nest" not in json.dumps(w) and took_wide < 1 and a and "result" in a,
+          f"crowd: 32 deep is read ({json.dumps(answers[0])[:80]}), 33 refused ({json.dumps(answers[1])[:80]}), "
+          f"a 60-KB line of 30000 values answered in {took_wide * 1000:.0f} ms, and the connection serves on")
+
+    # A live view (subscribed), then 127 clients that say hello and idle: the daemon is full.
+    view = c.conn()
+    view.hello()
+    sub = view.request(1, "subscribe", {"progress": False})
+    idle, t_full = [], time.monotonic()
+    try:
+        for i in range(127):
+            k = c.conn()
+            idle.append(k)
+            k.send({"hello": {"version": 1, "client": f"idle-{i}"}})
+            # Keep their hellos answered (a full backlog would hold the next connect).
+            k.recv(5)
+        r0 = c.sm("status")
+        check(sub and "result" in sub and len(idle) == 127 and r0.rc != 0 and "too many clients" in r0.text,
+              f"crowd: a live view and 127 idle clients fill the daemon; a new client is refused at first ({r0.short()[:90]})")
+        time.sleep(max(0.0, t_full + 10.5 - time.monotonic()))
+        # A client that comes now makes room: the client idle longest without a
+        # subscription is closed, told why. It leaves, so of two more that stay, the first
+        # takes its place and only the second makes room, by closing the next idlest.
+        r1 = c.sm("status")
+        extra = []
+        for i in range(2):
+            k = c.conn()
+            idle.append(k)
+            extra.append(k.hello())
+        told = []
+        for k in idle[:2]:
+            try:
+                m = k.recv(2)
+            except (OSError, socket.timeout):
+                m = None
+            told.append(m)
+        closed = [k.closed_within(2)[0] for k in idle[:2]] + [idle[2].closed_within(0.3)[0]]
+        view_closed, _ = view.closed_within(0.3)
+        view_alive = view.request(2, "status") if not view_closed else None
+        check(r1.rc == 0 and "timer" in r1.out and all(h and "hello" in h for h in extra) and closed == [True, True, False]
+              and all(m and m.get("error", {}).get("code") == "busy" for m in told)
+              and not view_closed and view_alive and "result" in view_alive,
+              f"crowd: 10 s later a new client is served ({r1.short()[:60]}) by closing the client idle longest, and two more "
+              f"that stay close one more ({json.dumps(told[0])[:90]}; the 3 idlest closed: {closed}, want [True, True, False]); "
+              f"the live view, idle longer, is kept "
+              f"({'closed!' if view_closed else 'open'})")
+    finally:
+        for k in idle:
+            k.close()
+        view.close()
+    if pid:
+        stop_pid(pid)
+
+
 def main():
     t_start = time.monotonic()
     # SIGTERM/SIGHUP end the script through the atexit cleanup like Ctrl-C does.
@@ -1157,6 +1523,9 @@ def main():
         print("# 8 protocol faults")
         skip("protocol faults", talk.error)
     run_case("9 foreign user", case_foreign)
+    run_case("10 untrusted runtime folders", case_untrusted)
+    run_case("11 a fake daemon's words and pid", case_fake_words)
+    run_case("12 idle clients, deep and wide JSON", case_crowd)
     print(f"{passed} passed, {failed} failed, {skipped} skipped ({time.monotonic() - t_start:.0f} s)")
     return 1 if failed else 0
 

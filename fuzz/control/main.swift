@@ -1,6 +1,12 @@
-// libFuzzer target: the control protocol's framing and message decoder (what a daemon
-// reads from any local client). Arbitrary bytes go through LineFramer, and every line is
-// decoded both before and after the hello; nothing may crash, hang or grow without bound.
+// libFuzzer target: the control protocol's framing, JSON reader and message decoder (what a
+// daemon reads from any local client). Arbitrary bytes go through LineFramer and every line
+// is decoded before and after the hello; the whole input is also read as one JSON text,
+// as it is and wrapped in up to 63 arrays.
+// Nothing may crash, hang or grow without bound; what is read nests at most 32 deep, is
+// written back as a line that reads as the same value, and equals what Foundation's decoder
+// (through JSON's Codable conformance, depth-limited the same way) makes of it.
+import FoundationEssentials
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = UnsafeBufferPointer(start: data, count: size)
@@ -16,9 +22,47 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                 let message = try ClientMessage.decode(line, helloDone: hello)
                 if case .request(_, _, let args) = message { _ = JSON.object(args).line }
             } catch {
+                // A refusal is one line, and a too-deep message is a bad request.
+                precondition(!error.message.contains("\n"), "a refusal of more than one line")
                 _ = error.answer.line
             }
         }
     }
+    readWhole(Array(bytes))
+    // The same text wrapped in 0-63 arrays (the first byte says how many), so the depth
+    // limit is met from both sides whatever the corpus holds.
+    if let first = bytes.first {
+        let n = Int(first & 63)
+        readWhole([UInt8](repeating: UInt8(ascii: "["), count: n) + bytes.dropFirst() + [UInt8](repeating: UInt8(ascii: "]"), count: n))
+    }
     return 0
+}
+
+/// How deep arrays and objects nest in a value (a leaf is 0).
+func depth(_ value: JSON) -> Int {
+    switch value {
+    case .array(let a): return 1 + (a.map(depth).max() ?? 0)
+    case .object(let o): return 1 + (o.values.map(depth).max() ?? 0)
+    default: return 0
+    }
+}
+
+func readWhole(_ bytes: [UInt8]) {
+    let parsed: JSON
+    do {
+        parsed = try JSONParser.parse(bytes)
+    } catch {
+        precondition(!error.description.contains("\n"), "a parse error of more than one line")
+        return
+    }
+    precondition(depth(parsed) <= JSONParser.maxDepth, "a value nested deeper than the limit was read")
+    // Written back and read again: the same value.
+    let line = parsed.line
+    precondition(!line.contains("\n"), "a value written on more than one line")
+    guard let again = try? JSONParser.parse(Array(line.utf8)) else { preconditionFailure("a value written back does not read: \(line)") }
+    precondition(again == parsed, "a value changed on its way back: \(line)")
+    // Foundation's reader, where it accepts the text too, reads the same value.
+    if let other = try? JSONDecoder().decode(JSON.self, from: Data(bytes)) {
+        precondition(other == parsed, "Foundation reads another value")
+    }
 }
