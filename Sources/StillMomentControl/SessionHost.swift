@@ -538,7 +538,13 @@ final class SessionHost {
             }
         case .guided(let g, _):
             let m = g.meditation
-            o["state"] = .string(g.position < g.voiceStart ? "preparation" : "playing")
+            // Before the voice: the preparation, then the start gong and its pause, with
+            // the time until the voice begins.
+            let p = g.position
+            o["state"] = .string(p < g.preparationEnd ? "preparation" : p < g.voiceStart ? "startGong" : "playing")
+            if p < g.voiceStart {
+                o["startsIn"] = .number(Double((g.voiceStart - p) * 1000 / Int64(g.engine.sampleRate)))
+            }
             o["meditation"] = .object(["id": .string(m.id), "name": .string(m.name), "teacher": .string(m.teacher)])
             o["position"] = .number(Double(g.filePosition))
             o["duration"] = .number(Double(m.trimEnd ?? m.durationMilliseconds))

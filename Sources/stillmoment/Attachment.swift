@@ -132,7 +132,11 @@ enum StatusText {
             let m = s["meditation"] ?? .null
             let who = (m["teacher"]?.string).map { $0.isEmpty ? "" : "\($0) – " } ?? ""
             let verb = s["source"]?.string == "preview" ? tr("preview", "Vorschau")
-                : s["state"]?.string == "preparation" ? tr("preparing", "Vorbereitung") : tr("playing", "Wiedergabe")
+                : s["state"]?.string == "preparation" ? tr("preparing", "Vorbereitung")
+                : s["state"]?.string == "startGong" ? tr("start gong", "Startgong") : tr("playing", "Wiedergabe")
+            if let startsIn = s["startsIn"] {
+                return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(Texts.text("starts in", [clock(startsIn)]))"
+            }
             return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(clock(s["position"])) / \(clock(s["duration"]))"
         default:
             guard let next = s["nextScheduled"], let at = next["at"]?.string, let t = LocalTime(iso8601: at) else {
@@ -179,7 +183,13 @@ enum StatusText {
             let pos = s["position"]?.number ?? 0
             let width = 30
             let filled = total > 0 ? min(width, Int(Double(width) * pos / total)) : 0
-            line = "\(icon) \(m["name"]?.string ?? "")  [\(String(repeating: "=", count: filled))\(String(repeating: " ", count: width - filled))] \(clock(s["position"])) / \(clock(s["duration"]))"
+            if let startsIn = s["startsIn"] {
+                // The preparation and the start gong: the phase and a countdown to the voice.
+                let phase = s["state"]?.string == "startGong" ? TimerState.startGong.name() : TimerState.preparation.name()
+                line = "\(icon) \(m["name"]?.string ?? "")  \(phase)  \(Texts.text("starts in", [clock(startsIn)]))"
+            } else {
+                line = "\(icon) \(m["name"]?.string ?? "")  [\(String(repeating: "=", count: filled))\(String(repeating: " ", count: width - filled))] \(clock(s["position"])) / \(clock(s["duration"]))"
+            }
             if keys { line += "   " + Texts.text("guided keys", []) }
         }
         return line

@@ -18,7 +18,7 @@ public final class GuidedSession: Session {
     public static let pauseAfterGong: Int64 = 2_000
     public let kind: SessionKind
     /// Where the preparation ends (the first frame that counts as heard).
-    let preparationEnd: Int64
+    public let preparationEnd: Int64
 
     public init(meditation m: Meditation, store: LibraryStore, catalog: SoundCatalog, output: SessionOutput,
                 preparation: Int64 = 0, from: Int64 = 0, window: Int64? = nil, sampleRate: Int = 44100) throws(CoreError) {
