@@ -82,6 +82,7 @@ struct sm_output {
     uint32_t dither;
     int state;
     int draining;
+    uint64_t drain_end;   /* the drain plays the ring up to this index, then ends the stream */
     int fading;
     uint32_t handled_seq;
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
@@ -95,6 +96,7 @@ struct sm_output {
     _Atomic uint32_t req_arg;
     _Atomic uint32_t req_seq;
     _Atomic uint32_t done_seq;
+    _Atomic uint64_t drain_at;         /* the ring's write index when a drain was posted */
 
     /* Wake-ups. */
     _Atomic uint32_t data_counter;     /* producer -> consumer */
@@ -777,6 +779,7 @@ static void settle_paused(sm_output *o) {
     }
     flush_ring(o);
     o->state = ST_PAUSED;
+    o->draining = 0;     /* a fade or pause that came during a drain: the stream rests instead */
     o->gain_step = 1.0f / (float)o->ramp_frames;
     uint64_t stop = atomic_load(&o->stop_index);
     publish_clock(o, stop, stop, 0);
@@ -812,6 +815,7 @@ static void do_resume(sm_output *o) {
             dev_prepare(o);
         }
         o->state = ST_RUNNING;
+        o->gain = 0.0f;  /* from silence, with a fade-in (after a pause it is 0 already) */
         if (o->resume_lead) play_silence(o, o->resume_lead, 0);
     }
     o->gain_target = 1.0f;
@@ -838,8 +842,7 @@ static void handle_requests(sm_output *o) {
     int type = atomic_load_explicit(&o->req_type, memory_order_acquire);
     if (o->state == ST_FAILED) { finish_request(o, seq); return; }
     /* A pause or a flush (a seek) during a drain abandons the drain: the session goes on
-     * (or rests) rather than ending. Left set, the drain ended the stream after the seek
-     * had refilled the ring, and the thread then spun on a full ring it would not play. */
+     * (or rests) rather than ending. */
     if (o->draining && (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH)) {
         o->draining = 0;
         finish_request(o, o->loop_seq);
@@ -853,8 +856,6 @@ static void handle_requests(sm_output *o) {
         } else {
             flush_ring(o);
             atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
-            /* A flush after the drain had ended: the producer plays on from a new place. */
-            if (o->state == ST_DRAINED) do_resume(o);
         }
         break;
     /* A drain or a fade is taken up here and finished in the loop (finish_request of
@@ -862,7 +863,12 @@ static void handle_requests(sm_output *o) {
      * handled: the waits sleep again (before, they saw the request as pending and the
      * thread spun until the drain or fade was over). */
     case SM_REQ_DRAIN:
-        if (o->state == ST_RUNNING) { o->draining = 1; o->handled_seq = o->loop_seq = seq; return; }
+        if (o->state == ST_RUNNING) {
+            o->draining = 1;
+            o->drain_end = atomic_load_explicit(&o->drain_at, memory_order_relaxed);
+            o->handled_seq = o->loop_seq = seq;
+            return;
+        }
         break;
     case SM_REQ_FADE:
         if (o->state == ST_RUNNING) {
@@ -895,6 +901,21 @@ static void wait_for_request(sm_output *o, int timeout_ms) {
         futex_wait(&o->data_counter, c, timeout_ms);
 }
 
+/* The ring was played up to the drain's end: the device plays out what it holds (on a
+ * paced device less than a period), a fade under way ends with it, all was heard. */
+static void end_stream(sm_output *o) {
+    dev_drain(o);
+    o->draining = 0;
+    o->fading = 0;
+    o->replay_to = 0;
+    o->gain_step = 1.0f / (float)o->ramp_frames;
+    o->state = ST_DRAINED;
+    atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
+    update_clock(o);
+    publish_clock(o, o->next_ring, o->next_ring, 0);
+    finish_request(o, o->loop_seq);
+}
+
 static int frames_to_ms(const sm_output *o, uint64_t frames) {
     uint64_t ms = (frames * 1000 + o->info.rate - 1) / o->info.rate;
     return ms < 1 ? 1 : (ms > 1000 ? 1000 : (int)ms);
@@ -925,8 +946,11 @@ static void *thread_main(void *arg) {
     while (!atomic_load_explicit(&o->quit, memory_order_acquire)) {
         handle_requests(o);
         if (o->state != ST_RUNNING) {
-            /* Not playing: sleep until a request (a full ring must not make this spin). */
-            wait_for_request(o, 50);
+            /* A drained stream given frames plays them (a seek back, a later end); else
+             * sleep until a request (a full ring, filled before a resume, must not spin). */
+            if (o->state == ST_DRAINED && sm_ring_readable(o->ring) > 0) { do_resume(o); continue; }
+            if (o->state == ST_DRAINED) wait_for_data(o, 50);
+            else wait_for_request(o, 50);
             if (o->state == ST_PAUSED || o->state == ST_DRAINED) update_clock(o);
             continue;
         }
@@ -936,15 +960,8 @@ static void *thread_main(void *arg) {
             continue;
         }
         uint32_t pending = pending_frames(o);
-        if (o->draining && pending == 0) {
-            dev_drain(o);
-            update_clock(o);
-            publish_clock(o, o->next_ring, o->next_ring, 0);
-            o->draining = 0;
-            o->state = ST_DRAINED;
-            finish_request(o, o->loop_seq);
-            continue;
-        }
+        /* Frames written after the end the drain was asked for: the stream goes on. */
+        if (o->draining && pending > 0 && o->next_ring >= o->drain_end) o->draining = 0;
         int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
         if (pending >= period || (o->draining && pending > 0)) {
             uint32_t n = pending < period ? pending : period;
@@ -967,11 +984,14 @@ static void *thread_main(void *arg) {
             snd_pcm_sframes_t delay = 0;
             if (dev_delay(o, &delay) < 0) delay = 0;
             if (delay < (snd_pcm_sframes_t)period) {
+                /* Draining (nothing pending): drain the last period. */
+                if (o->draining) { end_stream(o); continue; }
                 /* The device would run dry: play what there is, else silence. */
                 if (pending > 0) play_ring(o, pending);
                 else play_silence(o, period, 1);
                 continue;
             }
+            /* Draining too: the end plays out here, where a request is taken up at once. */
             update_clock(o);
             uint64_t slack = (uint64_t)delay - period;
             int ms = (int)(slack * 1000 / o->info.rate);
@@ -979,6 +999,7 @@ static void *thread_main(void *arg) {
         } else {
             /* A device that does not pace (null, file) or has not started: the stream
              * stays exact by waiting for the producer. */
+            if (o->draining) { end_stream(o); continue; }
             update_clock(o);
             wait_for_data(o, 20);
         }
@@ -1068,6 +1089,9 @@ uint64_t sm_output_stop_index(const sm_output *o) {
 }
 
 uint32_t sm_output_post(sm_output *o, int request) {
+    /* A drain is for what the producer (the poster) has written so far. */
+    if (request == SM_REQ_DRAIN)
+        atomic_store_explicit(&o->drain_at, sm_ring_write_index(o->ring), memory_order_relaxed);
     atomic_store_explicit(&o->req_type, request, memory_order_release);
     uint32_t seq = atomic_fetch_add_explicit(&o->req_seq, 1, memory_order_acq_rel) + 1;
     atomic_fetch_add_explicit(&o->data_counter, 1, memory_order_seq_cst);

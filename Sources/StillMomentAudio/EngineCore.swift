@@ -226,7 +226,12 @@ final class EngineCore: @unchecked Sendable {
 
     /// After the end was reached, more is to be played (a seek back, a later end).
     private func reopen() {
-        if let output { _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_RESUME.rawValue)), 2000) }
+        if let output {
+            // The ring may hold a block rendered just after a fade to the end was over
+            // (the consumer had flushed the ring, this thread saw it a moment later).
+            _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_FLUSH.rawValue)), 2000)
+            _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_RESUME.rawValue)), 2000)
+        }
         setState(.running)
     }
 

@@ -132,7 +132,9 @@ typedef enum sm_request {
     SM_REQ_PAUSE = 1,   /* ramp out (~5 ms), pause the device, flush the ring */
     SM_REQ_RESUME = 2,  /* un-pause; the next frames ramp in */
     SM_REQ_FLUSH = 3,   /* ramp out, flush the ring, keep the device running */
-    SM_REQ_DRAIN = 4,   /* play everything in the ring, then drain the device */
+    SM_REQ_DRAIN = 4,   /* play what the ring holds, then drain the device (posted by the
+                           producer: frames written after it, a pause or a flush cancel it;
+                           frames written after the end play on) */
     SM_REQ_FADE = 5     /* fade out over the frames given to sm_output_post_fade, then
                            pause and flush as SM_REQ_PAUSE does */
 } sm_request;
