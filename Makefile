@@ -55,7 +55,6 @@ test: deps-test
 	python3 Tests/cli/schedule-tests.py
 	python3 Tests/cli/daemon-tests.py
 	python3 Tests/cli/seek-end-tests.py
-	python3 Tests/cli/store-faults.py
 
 bench: deps-bench release
 	@rm -f bench-out/results.txt
@@ -69,14 +68,15 @@ bench: deps-bench release
 	@bash bench/memory.sh
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
-# Fault injection: 100 imports killed with SIGKILL, a full disk, two imports at once; the
-# catalog emptied, deleted and replaced by an older copy, repair racing 20 imports, planted
-# links at --output's temporary names, a read-only and a full store, a daemon SIGKILLed
-# mid-meditation; the daemon stopped for 300 ms mid-session and the sound server killed
-# mid-session (on a private PulseAudio null sink). Each case says passed or FAILED.
+# Fault injection on the release build: 100 imports killed with SIGKILL, a full disk, two
+# imports at once; the catalog emptied, deleted, replaced by an older copy, damaged or
+# overwritten with garbage; repair racing 20 imports; planted links at --output's temporary
+# names (in a private mount namespace); another user's runtime folder and socket; a
+# read-only, nearly full and full store; a daemon SIGKILLed mid-meditation; the daemon
+# stopped for 300 ms mid-session and the sound server killed mid-session (on a private
+# PulseAudio null sink). Each case says passed or FAILED.
 faults: deps-bench release
 	KILLS=100 BIN=.build/release/stillmoment bash Tests/cli/library-faults.sh
-	BIN=.build/release/stillmoment python3 Tests/cli/store-faults.py
 	BIN=.build/release/stillmoment python3 bench/realtime.py sigstop
 	BIN=.build/release/stillmoment python3 bench/realtime.py device-loss
 
