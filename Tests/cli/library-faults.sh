@@ -28,10 +28,12 @@ t_start=$SECONDS
 work=$(mktemp -d)
 chmod 711 "$work"           # `nobody` (the fake daemons of case 5) must reach its folders
 # A copy of the binary: others may relink .build's while this runs ("Text file busy").
-# The daemons it starts run the copy too; the bundled sounds come from the source tree.
+# The daemons it starts run the copy too, with a copy of the bundled sounds beside it (a
+# clone under /tmp is hidden by the private /tmp of case 5; the copy in $work is not).
 mkdir "$work/bin" && cp "$BIN" "$work/bin/stillmoment" || exit 1
 BIN=$work/bin/stillmoment
-export STILLMOMENT_SOUNDS=${STILLMOMENT_SOUNDS:-$PWD/Sounds}
+cp -r "${STILLMOMENT_SOUNDS:-$PWD/Sounds}" "$work/Sounds" || exit 1
+export STILLMOMENT_SOUNDS=$work/Sounds
 "$BIN" --version >/dev/null || { echo "FAILED: $BIN does not run"; exit 1; }
 mounts=()
 # Every process whose environment names a folder of ours: daemons the client started

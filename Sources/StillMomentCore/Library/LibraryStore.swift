@@ -93,7 +93,7 @@ public final class LibraryStore: Sendable {
             } catch {
                 throw failure
             }
-            readOnlyReason = failure.description
+            readOnlyReason = Self.unwritableReason(home) ?? failure.description
         }
         if readOnlyReason == nil {
             try recoverInterruptedImports()
@@ -134,6 +134,24 @@ public final class LibraryStore: Sendable {
             }
         }
         return out
+    }
+
+    /// Why a store that reads cannot be written, from the file system itself (SQLite only
+    /// says "unable to open database file"): read-only, full, or a folder we may not write.
+    static func unwritableReason(_ home: String) -> String? {
+        var fs = statvfs()
+        if statvfs(home, &fs) == 0 {
+            if fs.f_flag & UInt(ST_RDONLY) != 0 {
+                return tr("\(home) is on a read-only file system", "\(home) liegt auf einem schreibgeschützten Dateisystem")
+            }
+            if fs.f_bavail == 0 {
+                return tr("the disk is full (\(home))", "der Datenträger ist voll (\(home))")
+            }
+        }
+        if access(home, W_OK) != 0 || access(home + "/library.sqlite", W_OK) != 0 {
+            return tr("\(home) is not writable for this user", "\(home) ist für diesen Benutzer nicht beschreibbar")
+        }
+        return nil
     }
 
     /// SQLite's words for a failure, without GRDB's dump of the statement.
