@@ -72,7 +72,9 @@ public final class ControlClient {
 
     private func hello() throws(ControlError) {
         do {
-            try write(.object(["hello": .object(["version": .number(Double(ControlProtocol.version)), "client": .string("stillmoment")])]))
+            // The daemon answers in the language of this client's user.
+            try write(.object(["hello": .object(["version": .number(Double(ControlProtocol.version)), "client": .string("stillmoment"),
+                                                 "language": .string(Language.current.rawValue)])]))
         } catch {
             // A daemon that refuses us (another user, too many clients) says why and closes
             // at once, possibly before our hello went out: its reason is still to be read.
@@ -108,6 +110,22 @@ public final class ControlClient {
             guard m["id"]?.number == Double(id) else { continue }
             return m["result"] ?? .null
         }
+    }
+
+    /// Sends a request whose answer is the status (every command but `unsubscribe`).
+    @discardableResult
+    public func call(_ command: ControlCommand, _ args: [String: JSON] = [:], timeoutMs: Int32 = 30_000) throws(ControlError) -> Status {
+        let answer = try request(command, args, timeoutMs: timeoutMs)
+        guard let status = answer.decoded(as: Status.self) else {
+            throw ControlError.lost("the daemon's answer to \(command.rawValue) is not a status")
+        }
+        return status
+    }
+
+    /// The next pushed event, typed (nil if none came within `timeoutMs`, or one this
+    /// client does not know).
+    public func nextTypedEvent(timeoutMs: Int32) throws(ControlError) -> Event? {
+        try nextEvent(timeoutMs: timeoutMs)?.decoded(as: Event.self)
     }
 
     /// The next pushed event, waiting up to `timeoutMs` (nil if none came).

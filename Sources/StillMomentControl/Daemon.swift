@@ -36,6 +36,8 @@ public final class Daemon {
         var helloDone = false
         var subscribed = false
         var progress = false
+        /// The language its user reads (from the hello): the daemon answers in it.
+        var language: Language?
         var out: [UInt8] = []
         var drop = false
         var closeWhenFlushed = false
@@ -54,7 +56,7 @@ public final class Daemon {
 
     private let options: Options
     private let log: Logger
-    private let host: SessionHost
+    private let host: SessionService
     private var listenFD: Int32
     private var lockFD: Int32
     private let socketPath: String
@@ -90,7 +92,7 @@ public final class Daemon {
         listenFD = listening
         socketID = id
         do {
-            host = SessionHost(store: try LibraryStore(), log: log)
+            host = SessionService(store: try LibraryStore(), log: log)
         } catch {
             close(listening)
             unlink(socketPath)
@@ -179,7 +181,6 @@ public final class Daemon {
         stopSignal.install([SIGTERM, SIGINT])
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
         var idleSince = now()
-        var lastProgress = 0.0
         var lastCheck = now()
         var reachable = true
         while true {
@@ -193,8 +194,7 @@ public final class Daemon {
             // Idle with nobody connected, the loop sleeps until the socket watchdog's next
             // look (5 s) or the next scheduled entry, whichever comes first.
             pollOnce(timeoutMs: host.pollTimeout(cap: host.isIdle ? (clients.isEmpty ? 5000 : 250) : 100))
-            host.reap()
-            host.tickSchedule()
+            host.tick()
             broadcast(host.takeEvents())
             let t = now()
             if t - lastCheck >= 5 {
@@ -210,13 +210,6 @@ public final class Daemon {
             // A client that is connected may be about to start a session: not idle.
             if !host.isIdle || !clients.isEmpty {
                 idleSince = t
-            }
-            if !host.isIdle {
-                if t - lastProgress >= 1 {
-                    lastProgress = t
-                    let event = JSON.object(["event": .string("progress"), "data": host.status()])
-                    for c in clients where c.progress { send(c, event) }
-                }
             }
             for c in clients where c.helloDone && !c.subscribed && !c.drop && !c.closeWhenFlushed && t - c.lastActive > Self.idleTimeout {
                 send(c, ProtocolError(.busy, "closed: idle for \(Int(Self.idleTimeout)) s").answer)
@@ -240,11 +233,13 @@ public final class Daemon {
 
     private func pollOnce(timeoutMs: Int32) {
         let listening = now() >= acceptPausedUntil
+        // The device worker's wake-up comes last: its completions are taken in by the tick.
         var fds = [pollfd(fd: listenFD, events: listening ? Int16(POLLIN) : 0, revents: 0)]
         for c in clients {
             let events = (c.eof ? 0 : Int16(POLLIN)) | (c.out.isEmpty ? 0 : Int16(POLLOUT))
             fds.append(pollfd(fd: c.fd, events: events, revents: 0))
         }
+        fds.append(pollfd(fd: host.wakeFD, events: Int16(POLLIN), revents: 0))
         let n = poll(&fds, nfds_t(fds.count), timeoutMs)
         guard n > 0 else { return }
         let current = clients
@@ -345,23 +340,27 @@ public final class Daemon {
             return
         }
         switch message {
-        case .hello:
+        case .hello(let version, _, let language):
             c.helloDone = true
+            c.language = language
             send(c, .object(["hello": .object([
-                "version": .number(Double(ControlProtocol.version)), "daemon": .string("stillmoment"),
+                "version": .number(Double(version)), "daemon": .string("stillmoment"),
                 "pid": .number(Double(getpid())), "home": .string(host.store.home),
             ])]))
         case .request(let id, let command, let args):
             // Subscriptions belong to the connection; everything else to the session host.
-            if command == .subscribe || command == .unsubscribe {
-                c.subscribed = command == .subscribe
-                c.progress = c.subscribed && args["progress"] != .bool(false)
-            }
-            do {
-                let result = try host.handle(command, args)
-                send(c, .object(["id": .number(Double(id)), "result": result]))
-            } catch {
-                send(c, ProtocolError(error.code, error.message, id: id).answer)
+            // The answer, its errors included, in the language of the client's user.
+            Language.speaking(c.language) {
+                do throws(ProtocolError) {
+                    let result = try host.answer(command, args)
+                    if command == .subscribe || command == .unsubscribe {
+                        c.subscribed = command == .subscribe
+                        c.progress = c.subscribed && args["progress"] != .bool(false)
+                    }
+                    send(c, .object(["id": .number(Double(id)), "result": result]))
+                } catch {
+                    send(c, ProtocolError(error.code, error.message, id: id).answer)
+                }
             }
         }
         // The changes this request made reach subscribers now, after its answer and
@@ -371,9 +370,12 @@ public final class Daemon {
 
     // MARK: writing
 
-    private func broadcast(_ events: [JSON]) {
+    /// Sends events to the subscribers (progress only to those that asked for it).
+    private func broadcast(_ events: [Event]) {
         for e in events {
-            for c in clients where c.subscribed { send(c, e) }
+            let line = JSON(encoding: e)
+            let progress = if case .progress = e { true } else { false }
+            for c in clients where c.subscribed && (!progress || c.progress) { send(c, line) }
         }
     }
 

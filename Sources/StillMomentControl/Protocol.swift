@@ -1,39 +1,31 @@
 import FoundationEssentials
+import StillMomentCore
 
 /// The control protocol: newline-delimited JSON over a Unix socket.
 ///
 /// ```
-/// → {"hello":{"version":1,"client":"stillmoment"}}
-/// ← {"hello":{"version":1,"daemon":"stillmoment","pid":4242}}
+/// → {"hello":{"version":2,"client":"stillmoment","language":"en"}}
+/// ← {"hello":{"version":2,"daemon":"stillmoment","pid":4242,"home":"…"}}
 /// → {"id":1,"command":"status"}
 /// ← {"id":1,"result":{"state":"running",...}}
 /// → {"id":2,"command":"seek","args":{"by":15}}
 /// ← {"id":2,"error":{"code":"no-session","message":"nothing is playing"}}
 /// ← {"event":"progress","data":{...}}          (to clients that subscribed)
 /// ```
-/// A line may be at most 64 KiB; the first message must be the hello.
+/// A line may be at most 64 KiB; the first message must be the hello. The hello
+/// negotiates: the client names the highest version it speaks, the daemon answers with the
+/// highest it speaks too (version 2 is version 1 with typed, strictly checked arguments:
+/// an unknown key is refused with `bad-arguments` naming it; the messages' shape is in
+/// Messages.swift and Requests.swift).
 public enum ControlProtocol {
-    public static let version = 1
+    public static let version = 2
+    public static let oldestVersion = 1
     public static let maxMessageBytes = 64 * 1024
 }
 
 /// Why a message was refused; `code` is stable for scripts, `message` is for people.
 public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable, CaseIterable {
-        case tooLong = "message-too-long"
-        case malformed = "malformed-json"
-        case notHello = "hello-expected"
-        case badVersion = "unsupported-version"
-        case badRequest = "bad-request"
-        case unknownCommand = "unknown-command"
-        case badArguments = "bad-arguments"
-        // Refusals of a well-formed request or connection.
-        case noSession = "no-session"
-        case device = "device"
-        case failed = "failed"
-        case forbidden = "forbidden"
-        case busy = "busy"
-    }
+    public typealias Code = ErrorCode
     public let code: Code
     public let message: String
     /// The request's id, when it could be read (so the answer can carry it).
@@ -68,7 +60,7 @@ public enum ControlCommand: String, Sendable, CaseIterable {
 
 /// A decoded message from a client.
 public enum ClientMessage: Sendable, Equatable {
-    case hello(version: Int, client: String)
+    case hello(version: Int, client: String, language: Language?)
     case request(id: Int, command: ControlCommand, args: [String: JSON])
 
     /// Decodes one line (without its newline). `helloDone` says whether the hello came.
@@ -89,12 +81,14 @@ public enum ClientMessage: Sendable, Equatable {
             guard case .object(let h) = hello, let v = h["version"]?.number else {
                 throw ProtocolError(.badRequest, "hello needs a version")
             }
-            guard v == Double(ControlProtocol.version) else {
-                throw ProtocolError(.badVersion, "this daemon speaks version \(ControlProtocol.version), not \(v)")
+            guard v.isFinite, v == v.rounded(), v >= Double(ControlProtocol.oldestVersion), v <= 1_000_000 else {
+                throw ProtocolError(.badVersion, tr("this daemon speaks versions \(ControlProtocol.oldestVersion) to \(ControlProtocol.version) of the protocol, not \(v)",
+                                                    "dieser Daemon spricht die Protokollversionen \(ControlProtocol.oldestVersion) bis \(ControlProtocol.version), nicht \(v)"))
             }
-            return .hello(version: ControlProtocol.version, client: h["client"]?.string ?? "")
+            return .hello(version: Int(min(v, Double(ControlProtocol.version))), client: h["client"]?.string ?? "",
+                          language: h["language"]?.string == "de" ? .de : h["language"]?.string == "en" ? .en : nil)
         }
-        guard helloDone else { throw ProtocolError(.notHello, "say hello first: {\"hello\":{\"version\":1}}") }
+        guard helloDone else { throw ProtocolError(.notHello, tr("say hello first: {\"hello\":{\"version\":2}}", "zuerst das Hallo: {\"hello\":{\"version\":2}}")) }
         guard let idValue = o["id"]?.number, idValue == idValue.rounded(), abs(idValue) < 1e15 else {
             throw ProtocolError(.badRequest, "a request needs an integer id")
         }

@@ -1,6 +1,6 @@
 /// The daemon keeps time: one wake-up, computed from the schedule (on every change, on a
 /// clock jump and past each occurrence), at which due entries run through the session
-/// host. Policy: nothing that plays is interrupted. A bell rings only when nothing plays,
+/// service. Policy: nothing that plays is interrupted. A bell rings only when nothing plays,
 /// else it is skipped and recorded; a sit or a guided meditation waits up to 10 minutes
 /// for the device, then is recorded as missed. Occurrences passed more than 5 minutes ago
 /// (the clock jumped forward) are recorded as missed, never run late in a burst; a clock
@@ -64,7 +64,7 @@ final class Scheduler {
     }
 
     /// Runs what is due. Called from the daemon's loop after every wake-up.
-    func tick(_ host: SessionHost) {
+    func tick(_ host: SessionService) {
         let wall = Self.wallClock()
         let base = wall - Self.monotonic()
         if abs(base - clockBase) > 2 {
@@ -79,7 +79,7 @@ final class Scheduler {
         decide(host, now: wall)
     }
 
-    private func decide(_ host: SessionHost, now: Double) {
+    private func decide(_ host: SessionService, now: Double) {
         let entries: [ScheduleEntry]
         let quiet: Set<CivilDate>
         do {
@@ -115,7 +115,7 @@ final class Scheduler {
     }
 
     /// Runs one occurrence (or the entry now, for `ring-now`).
-    func run(_ entry: ScheduleEntry, at: Int64, host: SessionHost, now: Double, manual: Bool = false) {
+    func run(_ entry: ScheduleEntry, at: Int64, host: SessionService, now: Double, manual: Bool = false) {
         if !manual { handled(entry.id, at) }
         switch entry.action {
         case .bell(let sound, let strikes, let volume):
@@ -144,7 +144,7 @@ final class Scheduler {
         }
     }
 
-    private func start(_ entry: ScheduleEntry, at: Int64, host: SessionHost, manual: Bool) {
+    private func start(_ entry: ScheduleEntry, at: Int64, host: SessionService, manual: Bool) {
         do {
             switch entry.action {
             case .timer(let preset, let request): _ = try host.startScheduledTimer(preset: preset, request: request)
@@ -157,7 +157,7 @@ final class Scheduler {
         }
     }
 
-    private func retryWaiting(_ host: SessionHost, now: Double) {
+    private func retryWaiting(_ host: SessionService, now: Double) {
         guard !waiting.isEmpty else { return }
         var still: [(entry: ScheduleEntry, at: Int64, since: Double)] = []
         for w in waiting {
@@ -190,11 +190,9 @@ final class Scheduler {
     }
 
     /// The next item, for `status`.
-    var nextJSON: JSON? {
+    var nextStatus: Status.NextScheduled? {
         guard let next else { return nil }
-        var o: [String: JSON] = ["id": .number(Double(next.entry.id)), "at": .string(zone.localTime(next.at).iso8601),
-                                 "when": .string(next.entry.when.description), "action": .string(next.entry.action.description)]
-        if let name = next.entry.name { o["name"] = .string(name) }
-        return .object(o)
+        return Status.NextScheduled(id: next.entry.id, at: zone.localTime(next.at).iso8601, when: next.entry.when.description,
+                                    action: next.entry.action.description, name: next.entry.name)
     }
 }

@@ -10,9 +10,9 @@ import StillMomentCore
 struct Attachment {
     let client: ControlClient
     let session: Int
-    var status: JSON
+    var status: Status
 
-    init(client: ControlClient, session: Int, status: JSON) {
+    init(client: ControlClient, session: Int, status: Status) {
         self.client = client
         self.session = session
         self.status = status
@@ -43,25 +43,30 @@ struct Attachment {
                 if interactive, let key = view.key(timeoutMs: 30) {
                     switch key {
                     case .space:
-                        status = try client.request(status["paused"] == .bool(true) ? .resume : .pause)
-                    case .left: status = try client.request(.seek, ["by": .number(-15_000)])
-                    case .right: status = try client.request(.seek, ["by": .number(15_000)])
-                    case .quit: try client.request(.stop)
-                    case .finish: if status["source"]?.string == "timer" { status = try client.request(.finish) }
+                        status = try client.call(status.isPaused ? .resume : .pause)
+                    case .left: status = try client.call(.seek, SeekRequest.by(-15_000).args)
+                    case .right: status = try client.call(.seek, SeekRequest.by(15_000).args)
+                    case .quit: try client.call(.stop)
+                    case .finish: if status.source == .timer { status = try client.call(.finish) }
                     case .detach:
                         view.finishLine(StatusText.live(status, keys: false))
                         Console.out(Texts.text("detached", []))
                         return 0
                     }
                 }
-                guard let event = try client.nextEvent(timeoutMs: interactive ? 70 : 200) else { continue }
-                let data = event["data"] ?? .null
-                switch event["event"]?.string {
-                case "ended" where data["session"]?.number == Double(session):
+                // A session that ended before this view saw its event (it failed to start
+                // on a busy device) is in the status's last end.
+                if let last = status.lastEnded, last.session == session, status.session != session {
                     if interactive { view.finishLine(StatusText.live(status, keys: false)) }
-                    return ended(data)
-                case "progress", "state":
-                    if data["session"]?.number == Double(session) { status = data }
+                    return ended(last)
+                }
+                guard let event = try client.nextTypedEvent(timeoutMs: interactive ? 70 : 200) else { continue }
+                switch event {
+                case .ended(let e) where e.session == session:
+                    if interactive { view.finishLine(StatusText.live(status, keys: false)) }
+                    return ended(e)
+                case .progress(let s), .state(let s):
+                    if s.session == session { status = s }
                 default:
                     break
                 }
@@ -80,32 +85,31 @@ struct Attachment {
     }
 
     /// The last line: how and why the session ended.
-    private func ended(_ data: JSON) -> Int32 {
-        let source = data["source"]?.string ?? ""
-        let position = data["position"]?.number.map { tr(" at ", " bei ") + TimeText.clock(Int64($0)) } ?? ""
-        switch data["reason"]?.string {
-        case "completed":
+    private func ended(_ e: Ended) -> Int32 {
+        let position = e.position.map { tr(" at ", " bei ") + TimeText.clock($0) } ?? ""
+        switch e.reason {
+        case .completed, .finished:
             Console.out(TimerState.completed.name())
-        case "stopped":
+        case .stopped:
             Console.out(TimerState.stopped.name() + position)
-        case "replaced":
-            Console.out(source == "timer" ? tr("stopped: a new timer replaced it", "abgebrochen: ein neuer Timer hat ihn abgelöst")
-                                          : tr("stopped: a new session replaced it", "abgebrochen: eine neue Sitzung hat sie abgelöst"))
-        case "preempted":
-            let by = data["by"]?.string ?? ""
+        case .replaced:
+            Console.out(e.source == .timer ? tr("stopped: a new timer replaced it", "abgebrochen: ein neuer Timer hat ihn abgelöst")
+                                           : tr("stopped: a new session replaced it", "abgebrochen: eine neue Sitzung hat sie abgelöst"))
+        case .preempted:
             // The taker, and the pronoun that stands for it in German.
-            let (taker, it): (String, String) = by == "timer" ? (tr("a timer", "ein Timer"), "er")
-                : by == "preview" ? (tr("a preview", "eine Vorschau"), "sie")
+            let (taker, it): (String, String) = e.by == .timer ? (tr("a timer", "ein Timer"), "er")
+                : e.by == .preview ? (tr("a preview", "eine Vorschau"), "sie")
+                : e.by == .bell ? (tr("a bell", "eine Glocke"), "sie")
                 : (tr("a guided meditation", "eine geführte Meditation"), "sie")
-            if source == "guided" {
+            if e.source == .guided {
                 Console.out(tr("paused\(position): \(taker) took the sound; `stillmoment resume` continues once it ends",
                                "pausiert\(position): \(taker) hat die Wiedergabe übernommen; `stillmoment resume` macht weiter, sobald \(it) endet"))
             } else {
                 Console.out(tr("stopped: \(taker) took the sound", "abgebrochen: \(taker) hat die Wiedergabe übernommen"))
             }
-        default:
-            Console.error(data["message"]?.string ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"))
-            return Exit.failure
+        case .failed:
+            Console.error(e.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"))
+            return e.code == .device ? Exit.device : Exit.failure
         }
         return 0
     }
@@ -114,86 +118,91 @@ struct Attachment {
 /// Status objects as text.
 enum StatusText {
     /// One line for `status`, `pause` … and for scripts following a session.
-    static func summary(_ s: JSON) -> String {
-        let paused = s["paused"] == .bool(true) ? " (\(Texts.text("paused", [])))" : ""
-        switch s["source"]?.string {
-        case "timer":
-            let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
+    static func summary(_ s: Status) -> String {
+        let paused = s.isPaused ? " (\(Texts.text("paused", [])))" : ""
+        switch s.source {
+        case .timer? where s.state == .starting:
+            return tr("timer: starting", "Timer: startet")
+        case .timer?:
+            let state = TimerState(rawValue: s.state.rawValue) ?? .running
             let timer = tr("timer", "Timer")
             if state == .preparation {
-                return "\(timer): \(state.name())\(paused)  \(Texts.text("starts in", [clock(s["remaining"])]))"
+                return "\(timer): \(state.name())\(paused)  \(Texts.text("starts in", [clock(s.remaining)]))"
             }
-            var parts = ["\(timer): \(state.name())\(paused)", Texts.text("elapsed", [clock(s["elapsed"])])]
-            if s["remaining"] != nil { parts.append(Texts.text("left", [clock(s["remaining"])])) }
+            var parts = ["\(timer): \(state.name())\(paused)", Texts.text("elapsed", [clock(s.elapsed)])]
+            if s.remaining != nil { parts.append(Texts.text("left", [clock(s.remaining)])) }
             if let section = sectionText(s) { parts.append(section) }
-            if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
+            if let next = s.nextGong { parts.append(Texts.text("next gong", [clock(next)])) }
             return parts.joined(separator: "  ")
-        case "guided", "preview":
-            let m = s["meditation"] ?? .null
-            let who = (m["teacher"]?.string).map { $0.isEmpty ? "" : "\($0) – " } ?? ""
-            let verb = s["source"]?.string == "preview" ? tr("preview", "Vorschau")
-                : s["state"]?.string == "preparation" ? tr("preparing", "Vorbereitung")
-                : s["state"]?.string == "startGong" ? tr("start gong", "Startgong") : tr("playing", "Wiedergabe")
-            if let startsIn = s["startsIn"] {
-                return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(Texts.text("starts in", [clock(startsIn)]))"
+        case .guided?, .preview?:
+            if s.state == .starting { return tr("starting", "startet") }
+            let m = s.meditation
+            let who = (m?.teacher).map { $0.isEmpty ? "" : "\($0) – " } ?? ""
+            let verb = s.source == .preview ? tr("preview", "Vorschau")
+                : s.state == .preparation ? tr("preparing", "Vorbereitung")
+                : s.state == .startGong ? tr("start gong", "Startgong") : tr("playing", "Wiedergabe")
+            if let startsIn = s.startsIn {
+                return "\(verb)\(paused): \(who)\(m?.name ?? "")  \(Texts.text("starts in", [clock(startsIn)]))"
             }
-            return "\(verb)\(paused): \(who)\(m["name"]?.string ?? "")  \(clock(s["position"])) / \(clock(s["duration"]))"
-        default:
-            guard let next = s["nextScheduled"], let at = next["at"]?.string, let t = LocalTime(iso8601: at) else {
+            return "\(verb)\(paused): \(who)\(m?.name ?? "")  \(clock(s.position)) / \(clock(s.duration))"
+        case .bell?:
+            return tr("bell: \(s.sound ?? "")", "Glocke: \(s.sound ?? "")")
+        case nil:
+            guard let next = s.nextScheduled, let t = LocalTime(iso8601: next.at) else {
                 return tr("idle", "nichts läuft")
             }
-            let what = next["name"]?.string ?? next["action"]?.string ?? ""
+            let what = next.name ?? next.action
             return tr("idle; next \(PracticeText.when(t)): \(what)", "nichts läuft; als Nächstes \(PracticeText.when(t)): \(what)")
         }
     }
 
     /// The section playing: `walk 2/3, 04:10 left`.
-    static func sectionText(_ s: JSON) -> String? {
-        guard let section = s["section"], let kind = section["kind"]?.string,
-              let index = section["index"]?.number, let count = section["count"]?.number else { return nil }
-        return Texts.sectionLine(kind: kind, index: Int(index), count: Int(count),
-                                 remaining: Int64(section["remaining"]?.number ?? 0))
+    static func sectionText(_ s: Status) -> String? {
+        guard let section = s.section else { return nil }
+        return Texts.sectionLine(kind: section.kind, index: section.index, count: section.count, remaining: section.remaining)
     }
 
     /// What a script's line changes with (not the clock).
-    static func changeKey(_ s: JSON) -> String {
-        "\(s["source"]?.string ?? "")|\(s["state"]?.string ?? "")|\(s["paused"] == .bool(true))|\(s["section"]?["index"]?.number ?? -1)"
+    static func changeKey(_ s: Status) -> String {
+        "\(s.source?.rawValue ?? "")|\(s.state.rawValue)|\(s.isPaused)|\(s.section?.index ?? -1)"
     }
 
     /// The live line on a terminal.
-    static func live(_ s: JSON, keys: Bool) -> String {
-        let icon = s["paused"] == .bool(true) ? "⏸" : "▶"
+    static func live(_ s: Status, keys: Bool) -> String {
+        let icon = s.isPaused ? "⏸" : "▶"
         var line: String
-        if s["source"]?.string == "timer" {
-            let state = s["state"]?.string.flatMap(TimerState.init(rawValue:)) ?? .running
+        if s.state == .starting {
+            line = "\(icon) \(tr("starting", "startet"))"
+        } else if s.source == .timer {
+            let state = TimerState(rawValue: s.state.rawValue) ?? .running
             var parts = ["\(icon) \(state.name())"]
             if state == .preparation {
-                parts.append(Texts.text("starts in", [clock(s["remaining"])]))
+                parts.append(Texts.text("starts in", [clock(s.remaining)]))
             } else {
-                parts.append(Texts.text("elapsed", [clock(s["elapsed"])]))
-                if s["remaining"] != nil { parts.append(Texts.text("left", [clock(s["remaining"])])) }
+                parts.append(Texts.text("elapsed", [clock(s.elapsed)]))
+                if s.remaining != nil { parts.append(Texts.text("left", [clock(s.remaining)])) }
                 if let section = sectionText(s) { parts.append(section) }
-                if let next = s["nextGong"] { parts.append(Texts.text("next gong", [clock(next)])) }
+                if let next = s.nextGong { parts.append(Texts.text("next gong", [clock(next)])) }
             }
             line = parts.joined(separator: "   ")
             if keys { line += "   " + Texts.text("attached keys", []) }
         } else {
-            let m = s["meditation"] ?? .null
-            let total = s["duration"]?.number ?? 0
-            let pos = s["position"]?.number ?? 0
+            let name = s.meditation?.name ?? ""
+            let total = Double(s.duration ?? 0)
+            let pos = Double(s.position ?? 0)
             let width = 30
-            let filled = total > 0 ? min(width, Int(Double(width) * pos / total)) : 0
-            if let startsIn = s["startsIn"] {
+            let filled = total > 0 ? min(width, max(0, Int(Double(width) * pos / total))) : 0
+            if let startsIn = s.startsIn {
                 // The preparation and the start gong: the phase and a countdown to the voice.
-                let phase = s["state"]?.string == "startGong" ? TimerState.startGong.name() : TimerState.preparation.name()
-                line = "\(icon) \(m["name"]?.string ?? "")  \(phase)  \(Texts.text("starts in", [clock(startsIn)]))"
+                let phase = s.state == .startGong ? TimerState.startGong.name() : TimerState.preparation.name()
+                line = "\(icon) \(name)  \(phase)  \(Texts.text("starts in", [clock(startsIn)]))"
             } else {
-                line = "\(icon) \(m["name"]?.string ?? "")  [\(String(repeating: "=", count: filled))\(String(repeating: " ", count: width - filled))] \(clock(s["position"])) / \(clock(s["duration"]))"
+                line = "\(icon) \(name)  [\(String(repeating: "=", count: filled))\(String(repeating: " ", count: width - filled))] \(clock(s.position)) / \(clock(s.duration))"
             }
             if keys { line += "   " + Texts.text("guided keys", []) }
         }
         return line
     }
 
-    private static func clock(_ v: JSON?) -> String { TimeText.clock(Int64(v?.number ?? 0)) }
+    private static func clock(_ v: Int64?) -> String { TimeText.clock(v ?? 0) }
 }

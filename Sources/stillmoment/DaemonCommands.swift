@@ -82,10 +82,23 @@ func failure(_ error: ControlError) -> ExitCode {
 func submit(_ command: ControlCommand, _ args: [String: JSON], detach: Bool, what: String) throws {
     let client = try connectDaemon(start: true)
     do {
-        if !detach { try client.request(.subscribe) }    // before the start: no event is missed
-        let status = try client.request(command, args)
-        let session = Int(status["session"]?.number ?? 0)
+        try client.request(.subscribe, ["progress": .bool(!detach)])    // before the start: no event is missed
+        var status = try client.call(command, args)
+        let session = status.session ?? 0
         if detach {
+            // A session that waits for the one before to fade out: its start (or why it
+            // could not) is known within a moment.
+            var waited = 0
+            while status.state == .starting, status.session == session, waited < 100 {
+                guard let event = try client.nextTypedEvent(timeoutMs: 100) else { waited += 1; continue }
+                switch event {
+                case .ended(let e) where e.session == session && e.reason == .failed:
+                    throw Console.fail(e.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
+                                       code: e.code == .device ? Exit.device : Exit.failure)
+                case .state(let s) where s.session == session: status = s
+                default: break
+                }
+            }
             let pid = client.daemonPID
             Console.out(tr("started \(what) (session \(session), daemon pid \(pid)); `stillmoment attach` follows it, `stillmoment stop` ends it",
                            "gestartet: \(what) (Sitzung \(session), Daemon-PID \(pid)); `stillmoment attach` zeigt sie, `stillmoment stop` beendet sie"))
@@ -105,8 +118,11 @@ struct StatusCommand: ParsableCommand {
 
     func run() throws {
         let status: JSON
-        do {
+        let typed: Status
+        do throws(ControlError) {
             status = try ControlClient.connect().request(.status)
+            guard let t = status.decoded(as: Status.self) else { throw ControlError.lost(tr("the daemon's status cannot be read", "der Status des Daemons ist nicht lesbar")) }
+            typed = t
         } catch {
             guard error == .noDaemon else { throw failure(error) }
             Console.out(json ? jsonText(.object(["state": .string("idle"), "daemon": .null]))
@@ -117,9 +133,10 @@ struct StatusCommand: ParsableCommand {
             Console.out(jsonText(status))
             return
         }
-        Console.out(StatusText.summary(status))
-        if let s = status["suspended"], let name = s["name"]?.string {
-            let at = TimeText.clock(Int64(s["position"]?.number ?? 0))
+        Console.out(StatusText.summary(typed))
+        if let s = typed.suspended {
+            let name = s.name
+            let at = TimeText.clock(s.position)
             Console.out(tr("paused by a timer: \(name) at \(at); `stillmoment resume` continues it once nothing else plays",
                            "von einem Timer pausiert: \(name) bei \(at); `stillmoment resume` setzt sie fort, sobald nichts anderes spielt"))
         }
@@ -138,9 +155,9 @@ extension SimpleControlCommand {
 }
 
 /// One request to the running daemon (never starting one); its answer, or the exit.
-func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool = false) throws -> JSON {
+func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool = false) throws -> Status {
     do {
-        return try ControlClient.connect(startIfNeeded: start).request(command, args)
+        return try ControlClient.connect(startIfNeeded: start).call(command, args)
     } catch {
         throw error == .noDaemon ? Console.fail(tr("nothing is playing (no daemon running)", "nichts spielt (kein Daemon aktiv)")) : failure(error)
     }
@@ -186,9 +203,9 @@ struct SeekCommand: ParsableCommand {
         do {
             if text.hasPrefix("+") || text.hasPrefix("-") {
                 let ms = try TimeText.parse(String(text.dropFirst()))
-                args["by"] = .number(Double(text.hasPrefix("-") ? -ms : ms))
+                args = SeekRequest.by(text.hasPrefix("-") ? -ms : ms).args
             } else {
-                args["to"] = .number(Double(try TimeText.parse(text)))
+                args = SeekRequest.to(try TimeText.parse(text)).args
             }
         } catch {
             throw Console.fail("seek: \(error.description)", code: Exit.usage)
@@ -205,15 +222,15 @@ struct AttachCommand: ParsableCommand {
 
     func run() throws {
         let client: ControlClient
-        let status: JSON
+        let status: Status
         do {
             client = try ControlClient.connect()
-            status = try client.request(.subscribe)
+            status = try client.call(.subscribe)
         } catch {
             throw error == .noDaemon ? Console.fail(tr("nothing is playing (no daemon running)", "nichts spielt (kein Daemon aktiv)")) : failure(error)
         }
-        guard let session = status["session"]?.number else { throw Console.fail(tr("nothing is playing", "nichts spielt")) }
-        var attachment = Attachment(client: client, session: Int(session), status: status)
+        guard let session = status.session else { throw Console.fail(tr("nothing is playing", "nichts spielt")) }
+        var attachment = Attachment(client: client, session: session, status: status)
         let code = attachment.run()
         if code != 0 { throw ExitCode(code) }
     }

@@ -9,7 +9,7 @@ struct ProtocolTests {
 
     @Test("hello, then requests with ids and arguments")
     func good() throws {
-        #expect(try decode(#"{"hello":{"version":1,"client":"x"}}"#, hello: false) == .hello(version: 1, client: "x"))
+        #expect(try decode(#"{"hello":{"version":1,"client":"x"}}"#, hello: false) == .hello(version: 1, client: "x", language: nil))
         #expect(try decode(#"{"id":7,"command":"status"}"#) == .request(id: 7, command: .status, args: [:]))
         #expect(try decode(#"{"id":8,"command":"seek","args":{"by":-15}}"#) == .request(id: 8, command: .seek, args: ["by": .number(-15)]))
     }
@@ -17,7 +17,7 @@ struct ProtocolTests {
     @Test("every bad message has a typed error (and the id when there is one)",
           arguments: [
             (#"{"id":1,"command":"status"}"#, false, ProtocolError.Code.notHello, nil as Int?),
-            (#"{"hello":{"version":2}}"#, false, .badVersion, nil),
+            (#"{"hello":{"version":0}}"#, false, .badVersion, nil),
             (#"{"hello":{}}"#, false, .badRequest, nil),
             ("not json", true, .malformed, nil),
             (#"{"id":1,"command":"status""#, true, .malformed, nil),

@@ -247,7 +247,7 @@ class Conn:
         return json.loads(line)
 
     def hello(self, timeout=5.0):
-        self.send({"hello": {"version": 1, "client": "daemon-tests"}})
+        self.send({"hello": {"version": 2, "client": "daemon-tests"}})
         return self.recv(timeout)
 
     def request(self, rid, command, args=None, timeout=5.0):
@@ -521,7 +521,7 @@ def case_start(c):
           f"start: the daemon pid {pid} from daemon.lock is alive")
     hp, hello = c.hello_pid()
     h = hello.get("hello", {})
-    check(hp == pid and h.get("version") == 1 and h.get("daemon") == "stillmoment" and h.get("home") == c.home,
+    check(hp == pid and h.get("version") == 2 and h.get("daemon") == "stillmoment" and h.get("home") == c.home,
           f"start: the hello names the same pid and the store ({json.dumps(hello)})")
     fm = stat.S_IMODE(os.lstat(c.folder()).st_mode)
     st = os.lstat(c.sock_path())
@@ -845,13 +845,46 @@ def case_protocol(c, talk):
           f"protocol: a request before the hello -> {json.dumps(e)}{tail}")
 
     x = c.conn()
-    x.send({"hello": {"version": 2}})
+    x.send({"hello": {"version": 0}})
     e = x.recv()
     closed, _ = x.closed_within(2)
     x.close()
     tail, good = after("bad version")
     check(e and e.get("error", {}).get("code") == "unsupported-version" and closed and good,
-          f"protocol: hello version 2 -> {json.dumps(e)}, connection {'closed' if closed else 'NOT closed'}{tail}")
+          f"protocol: hello version 0 -> {json.dumps(e)}, connection {'closed' if closed else 'NOT closed'}{tail}")
+
+    # The hello negotiates: a newer client is answered with the daemon's version 2, an
+    # old one (version 1) with its own, and both are served.
+    answers = []
+    for v in (1, 3):
+        x = c.conn()
+        x.send({"hello": {"version": v}})
+        h = x.recv()
+        r = x.request(1, "status")
+        x.close()
+        answers.append(((h or {}).get("hello", {}).get("version"), "result" in (r or {})))
+    check(answers == [(1, True), (2, True)],
+          f"protocol: the hello negotiates (client 1 -> {answers[0]}, client 3 -> {answers[1]}; want version 1 and 2, both served)")
+
+    # Version 2's arguments are typed: an unknown key is refused, naming it, and nothing starts.
+    sid0 = c.status().get("session")
+    refusals = []
+    for rid, cmd, args, key in ((21, "timer", {"options": {"durration": "20m"}}, "durration"),
+                                (22, "timer", {"duration": "20m"}, "duration"),
+                                (23, "status", {"verbose": True}, "verbose"),
+                                (24, "play", {"id": "Long talk", "form": 1000}, "form"),
+                                (25, "seek", {"by": 1000, "too": 5}, "too")):
+        x = c.conn()
+        x.hello()
+        e = x.request(rid, cmd, args)
+        x.close()
+        err = (e or {}).get("error", {})
+        refusals.append(err.get("code") == "bad-arguments" and key in err.get("message", "") and e.get("id") == rid)
+    s = c.status()
+    tail, good = after("unknown keys")
+    check(all(refusals) and s.get("session") == sid0 and good,
+          f"protocol: unknown keys (options.durration, duration, status.verbose, play.form, seek.too) refused naming them: "
+          f"{refusals}; session {s.get('session')} (was {sid0}) unchanged{tail}")
 
     x = c.conn()
     x.hello()

@@ -190,6 +190,15 @@ class Case:
         self.pid = p.pid
         return p.pid
 
+    def wait_seeked(self, limit):
+        """Waits until the daemon's status no longer says a seek is under way."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            rc, out, _ = self.sm("status", "--json")
+            if rc != 0 or '"seeking":true' not in out.replace(" ", ""):
+                return
+            time.sleep(0.02)
+
     def last_log(self):
         rc, out, _ = self.sm("history", "--limit", "1", "--json")
         rows = json.loads(out) if rc == 0 and out.startswith("[") else []
@@ -352,10 +361,12 @@ def paced_device(work, mp3, pulse):
         c.sm("play", "Steps", "--device", "pulse", "--detach")
         time.sleep(0.5)
         c.sm("seek", "0:59")
+        c.wait_seeked(3)        # the daemon answers at once; the device takes the seek a moment later
         time.sleep(delay)
         t0 = time.monotonic()
         rc, answer, err = c.sm("seek", "--", "-15s")
-        t1 = time.monotonic()
+        c.wait_seeked(3)
+        t1 = time.monotonic()        # until the device took it, not only the answer
         c.sm("status")
         t2 = time.monotonic()
         took = rc == 0 and position(answer) is not None

@@ -96,6 +96,13 @@ public final class SessionRunner: Sendable {
 
     public var isOver: Bool { session.isOver }
 
+    /// The reason `finish` will record, known before the session is closed (a failure,
+    /// the reason marked, or whether it played to its end).
+    public var expectedReason: EndReason {
+        if let first = session.errors.first { return .failed(first.description) }
+        return state.withLock { $0.ending } ?? (session.playedToEnd ? .completed : .stopped)
+    }
+
     /// Ends the session (it must be over, or is closed as it is): the device is
     /// released, the record made and `onEnd` called. Called again, it returns the same
     /// record and does nothing else.

@@ -1,0 +1,224 @@
+// The typed messages of the control protocol: status, events, error codes and end reasons,
+// shared by the daemon, the clients (CLI, web) and the tests. The wire form is JSON; these
+// types are the one definition of its shape.
+import FoundationEssentials
+import StillMomentCore
+
+/// Why a request or a connection was refused; stable for scripts.
+public enum ErrorCode: String, Codable, Sendable, CaseIterable {
+    case tooLong = "message-too-long"
+    case malformed = "malformed-json"
+    case notHello = "hello-expected"
+    case badVersion = "unsupported-version"
+    case badRequest = "bad-request"
+    case unknownCommand = "unknown-command"
+    case badArguments = "bad-arguments"
+    // Refusals of a well-formed request or connection.
+    case noSession = "no-session"
+    case device = "device"
+    case failed = "failed"
+    case forbidden = "forbidden"
+    case busy = "busy"
+}
+
+/// What kind of session plays.
+public enum SessionSource: String, Codable, Sendable, CaseIterable {
+    case timer, guided, preview, bell
+}
+
+/// The phase of the session playing (or `idle`). A timer goes preparation, startGong,
+/// running, endGong; a guided meditation preparation, startGong, playing; `starting` while
+/// the device is handed over from the session before.
+public enum Phase: String, Codable, Sendable, CaseIterable {
+    case idle, starting, preparation, startGong, running, endGong, completed, stopped, playing, bell
+}
+
+/// How a session ended, as the protocol names it.
+public enum EndReasonName: String, Codable, Sendable, CaseIterable {
+    case completed, finished, stopped, replaced, preempted, failed
+}
+
+/// A session that ended: the `ended` event's data and the status's `lastEnded`.
+public struct Ended: Codable, Sendable, Equatable {
+    public var session: Int
+    public var source: SessionSource
+    public var reason: EndReasonName
+    /// The source that took the device (`preempted`).
+    public var by: SessionSource?
+    /// What failed (`failed`), in the daemon's words.
+    public var message: String?
+    /// Whether a failure was the sound device's (the CLI exits 3 for it).
+    public var code: ErrorCode?
+    /// A guided meditation's file position (ms).
+    public var position: Int64?
+
+    public init(session: Int, source: SessionSource, reason: EndReasonName, by: SessionSource? = nil,
+                message: String? = nil, code: ErrorCode? = nil, position: Int64? = nil) {
+        self.session = session
+        self.source = source
+        self.reason = reason
+        self.by = by
+        self.message = message
+        self.code = code
+        self.position = position
+    }
+}
+
+/// The status of the daemon: what plays, and what is kept for later.
+public struct Status: Codable, Sendable, Equatable {
+    public struct Section: Codable, Sendable, Equatable {
+        public var index: Int
+        public var kind: String
+        public var remaining: Int64
+        public var count: Int
+        public init(index: Int, kind: String, remaining: Int64, count: Int) {
+            self.index = index
+            self.kind = kind
+            self.remaining = remaining
+            self.count = count
+        }
+    }
+    public struct MeditationRef: Codable, Sendable, Equatable {
+        public var id: String
+        public var name: String
+        public var teacher: String
+        public init(id: String, name: String, teacher: String) {
+            self.id = id
+            self.name = name
+            self.teacher = teacher
+        }
+    }
+    /// A guided meditation a timer paused, kept to be resumed.
+    public struct Suspended: Codable, Sendable, Equatable {
+        public var id: String
+        public var name: String
+        public var position: Int64
+        public init(id: String, name: String, position: Int64) {
+            self.id = id
+            self.name = name
+            self.position = position
+        }
+    }
+    /// The next entry of the schedule.
+    public struct NextScheduled: Codable, Sendable, Equatable {
+        public var id: Int64
+        /// Local date and time, ISO 8601 without a zone.
+        public var at: String
+        public var when: String
+        public var action: String
+        public var name: String?
+        public init(id: Int64, at: String, when: String, action: String, name: String?) {
+            self.id = id
+            self.at = at
+            self.when = when
+            self.action = action
+            self.name = name
+        }
+    }
+
+    public var state: Phase
+    public var session: Int?
+    public var source: SessionSource?
+    /// Paused (asked for: the fade to silence may still be under way).
+    public var paused: Bool?
+    // The output's counters: underruns = xruns the device reported + silences we wrote
+    // because the ring ran dry.
+    public var underruns: Int?
+    public var xruns: Int?
+    public var silences: Int?
+    public var realtime: Bool?
+    public var device: String?
+    // A timer (ms).
+    public var elapsed: Int64?
+    public var remaining: Int64?
+    public var duration: Int64?
+    /// An open-ended sit (no `remaining`).
+    public var open: Bool?
+    public var section: Section?
+    /// Time of the next gong from the meditation's start (ms).
+    public var nextGong: Int64?
+    // A guided meditation.
+    /// Time until the voice begins, during the preparation and the start gong (ms).
+    public var startsIn: Int64?
+    public var meditation: MeditationRef?
+    public var position: Int64?
+    /// A seek is under way: `position` is where it goes.
+    public var seeking: Bool?
+    // A bell.
+    public var sound: String?
+    // Always.
+    public var suspended: Suspended?
+    public var lastEnded: Ended?
+    public var nextScheduled: NextScheduled?
+
+    public init(state: Phase) { self.state = state }
+
+    public var isPaused: Bool { paused == true }
+    public var isIdle: Bool { state == .idle }
+}
+
+/// What the daemon sends to subscribers unasked.
+public enum Event: Sendable, Equatable {
+    /// The state changed (a phase, pause, a new session).
+    case state(Status)
+    /// Once a second while a session plays, to subscribers that asked for progress.
+    case progress(Status)
+    case ended(Ended)
+
+    public var name: String {
+        switch self {
+        case .state: return "state"
+        case .progress: return "progress"
+        case .ended: return "ended"
+        }
+    }
+}
+
+extension Event: Codable {
+    private enum Keys: String, CodingKey { case event, data }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        switch try c.decode(String.self, forKey: .event) {
+        case "state": self = .state(try c.decode(Status.self, forKey: .data))
+        case "progress": self = .progress(try c.decode(Status.self, forKey: .data))
+        case "ended": self = .ended(try c.decode(Ended.self, forKey: .data))
+        case let other:
+            throw DecodingError.dataCorruptedError(forKey: .event, in: c, debugDescription: "unknown event '\(other)'")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(name, forKey: .event)
+        switch self {
+        case .state(let s), .progress(let s): try c.encode(s, forKey: .data)
+        case .ended(let e): try c.encode(e, forKey: .data)
+        }
+    }
+}
+
+extension EndReason {
+    /// The protocol's name of the reason.
+    public var wireName: EndReasonName { EndReasonName(rawValue: name) ?? .failed }
+}
+
+// MARK: typed values ↔ JSON
+
+extension JSON {
+    /// A Codable value as a JSON value (what goes on the wire).
+    public init(encoding value: some Encodable) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(value), let json = try? JSONParser.parse(Array(data)) else {
+            self = .null
+            return
+        }
+        self = json
+    }
+
+    /// The value decoded as `type`; nil when it does not have that shape.
+    public func decoded<T: Decodable>(as type: T.Type) -> T? {
+        try? JSONDecoder().decode(type, from: Data(line.utf8))
+    }
+}

@@ -1,0 +1,638 @@
+// The daemon's service: what plays, as typed calls. It owns the coordinator, the session
+// playing, a guided meditation kept to be resumed and the schedule's clock; it knows no
+// socket. Its callers (the Unix-socket listener today, any other listener tomorrow) call
+// it on one thread and never wait for the sound device: fades, stops, replacements,
+// pauses and seeks run on the device worker, and status answers at once.
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentAudio
+import StillMomentCore
+import Synchronization
+
+extension ProtocolError {
+    /// A core error as the daemon's answer: the device, the disk or catalog, or bad input.
+    init(_ error: CoreError) {
+        switch error.category {
+        case .device: self.init(.device, error.description)
+        case .failure: self.init(.failed, error.description)     // the disk, the catalog, a damaged file: not the request
+        case .badInput: self.init(.badArguments, error.description)
+        }
+    }
+}
+
+extension SessionSource {
+    var audioSource: AudioSource {
+        switch self {
+        case .timer: return .timer
+        case .guided: return .guided
+        case .preview: return .preview
+        case .bell: return .bell
+        }
+    }
+}
+
+public final class SessionService {
+    let store: LibraryStore
+    let coordinator = AudioSessionCoordinator()
+    let log: Logger
+    let worker = DeviceWorker()
+    /// The session playing (its device open).
+    private(set) var active: HostedSession?
+    /// A session being opened on the worker (after the one before has faded out).
+    private var starting: (id: Int, source: SessionSource, cancelled: EndReason?)?
+    /// A guided meditation paused by a timer: the meditation, the file position, the device.
+    private(set) var suspended: (meditation: Meditation, position: Int64, device: String)?
+    private var lastEnded: Ended?
+    private var nextID = 1
+    private var lastStateKey = ""
+    private var events: [Event] = []
+    private var lastProgress: Int64 = 0
+
+    /// Where heard sessions are recorded (by their runner).
+    let practice: PracticeLog
+    /// The daemon's own clock for the schedule.
+    let scheduler: Scheduler
+    /// When the last sit or guided meditation ended (wall clock), for the bells' quiet.
+    private(set) var lastSitEnded: Double?
+
+    init(store: LibraryStore, log: Logger) {
+        self.store = store
+        self.log = log
+        practice = PracticeLog(store: store)
+        scheduler = Scheduler(store: store, log: log)
+        // Sessions that died with the last daemon are closed with what was heard.
+        do {
+            let closed = try practice.closeInterrupted()
+            if closed > 0 { log.info("closed \(closed) practice-log entr\(closed == 1 ? "y" : "ies") of sessions that ended with the last daemon") }
+        } catch {
+            log.error("cannot read the practice log: \(error.description)")
+        }
+    }
+
+    /// Readable when the device worker has finished something: call `tick()`.
+    var wakeFD: Int32 { worker.wakeFD }
+
+    /// Keeps the daemon alive when idle: there are entries to ring.
+    var keepsTime: Bool { scheduler.hasEntries }
+
+    /// How long the caller's loop may sleep: `cap`, or until the next scheduled entry.
+    func pollTimeout(cap: Int32) -> Int32 { scheduler.timeout(cap: cap) }
+
+    /// Nothing plays, nothing is starting, nothing is being closed.
+    var isIdle: Bool { active == nil && starting == nil && !worker.isBusy }
+
+    /// Events since the last call: state changes, ended sessions, progress once a second.
+    func takeEvents() -> [Event] {
+        defer { events.removeAll() }
+        return events
+    }
+
+    /// The service's heartbeat: takes in what the worker finished, ends sessions that are
+    /// over, runs what the schedule says is due, and adds a progress event once a second.
+    func tick() {
+        reap()
+        scheduler.tick(self)
+        let now = Self.monotonicMilliseconds()
+        if active != nil, now - lastProgress >= 1000 {
+            lastProgress = now
+            events.append(.progress(status()))
+        }
+    }
+
+    // MARK: commands
+
+    func pause() throws(ProtocolError) -> Status {
+        defer { reap() }
+        let s = try playing()
+        if !s.paused.exchange(true, ordering: .acquiringAndReleasing) {
+            s.command(on: worker, "pause") { s.session.pause() }
+            log.info("session \(s.id) paused")
+        }
+        return status()
+    }
+
+    func resume() throws(ProtocolError) -> Status {
+        defer { reap() }
+        if let s = active {
+            if s.paused.exchange(false, ordering: .acquiringAndReleasing) {
+                s.command(on: worker, "resume") { s.session.resume() }
+                log.info("session \(s.id) resumed")
+                return status()
+            }
+            if let pending = suspended {
+                throw ProtocolError(.badArguments, tr("a \(s.source.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)",
+                                                      "es spielt: \(s.source.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
+            }
+            throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
+        }
+        if starting != nil { throw Self.stillStarting }
+        guard let pending = suspended else { throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert")) }
+        let from = max(0, pending.position - (pending.meditation.trimStart ?? 0))
+        return try startGuided(meditation: pending.meditation, from: from, preparation: 0, device: pending.device, preview: false)
+    }
+
+    func stop() throws(ProtocolError) -> Status {
+        defer { reap() }
+        if active == nil, let s = starting, s.cancelled == nil {
+            starting?.cancelled = .stopped
+            log.info("session \(s.id) stopped while starting")
+            return status()
+        }
+        let s = try playing()
+        s.markEnding(.stopped)
+        // A paused engine has nothing to fade and finishes at once. On the worker: after
+        // any pause or seek asked before.
+        s.command(on: worker, "stop") { s.engine.fadeOutAndFinish(over: Int64(s.engine.sampleRate)) }
+        log.info("session \(s.id) stopping")
+        return status()
+    }
+
+    func finish() throws(ProtocolError) -> Status {
+        defer { reap() }
+        let s = try playing()
+        guard case .timer(let t) = s.kind else {
+            throw ProtocolError(.badArguments, tr("finish ends a timer; a guided meditation is stopped with `stillmoment stop`",
+                                                  "finish beendet einen Timer; eine geführte Meditation endet mit `stillmoment stop`"))
+        }
+        s.markEnding(.finished)
+        let wasPaused = s.paused.exchange(false, ordering: .acquiringAndReleasing)
+        s.command(on: worker, "finish") {
+            if wasPaused { t.resume() }
+            t.finish()
+        }
+        log.info("session \(s.id) finishing")
+        return status()
+    }
+
+    func seek(_ request: SeekRequest) throws(ProtocolError) -> Status {
+        defer { reap() }
+        let s = try playing()
+        guard let g = s.guided else {
+            throw ProtocolError(.badArguments, tr("a timer keeps its time; seek works on guided meditations",
+                                                  "ein Timer hält seine Zeit; seek gilt für geführte Meditationen"))
+        }
+        // The target is decided now, in the file's time, from where it plays (or where
+        // a seek still under way goes): a relative seek means what the caller saw, however
+        // long the device takes. The worker moves it there.
+        let length = g.meditation.trimEnd ?? g.meditation.durationMilliseconds
+        let start = g.meditation.trimStart ?? 0
+        let now = s.seekTarget.withLock { $0 } ?? g.filePosition
+        let target: Int64
+        switch request {
+        case .by(let ms): target = min(max(start, now + ms), length)
+        case .to(let ms): target = min(max(start, ms), length)
+        }
+        s.seekTarget.withLock { $0 = target }
+        s.command(on: worker, "seek") {
+            g.seek(toFile: target)
+            s.seekTarget.withLock { if $0 == target { $0 = nil } }
+        }
+        return status()
+    }
+
+    func reschedule() -> Status {
+        scheduler.reschedule()
+        return status()
+    }
+
+    func ringNow(_ request: RingNowRequest) throws(ProtocolError) -> Status {
+        defer { reap() }
+        let entry: ScheduleEntry
+        do { entry = try ScheduleStore(store: store).require(String(request.id)) } catch { throw ProtocolError(error) }
+        scheduler.run(entry, at: Int64(Scheduler.wallClock()), host: self, now: Scheduler.wallClock(), manual: true)
+        return status()
+    }
+
+    func startTimer(_ request: TimerStartRequest) throws(ProtocolError) -> Status {
+        defer { reap() }
+        let catalog: SoundCatalog
+        let configuration: TimerConfiguration
+        var preset: Preset?
+        do throws(CoreError) {
+            catalog = try SoundCatalog.withCustomSounds(store: store)
+            if let name = request.preset { preset = try PresetStore(store: store).require(name) }
+            configuration = try TimerConfiguration(settings: try Settings.load(), preset: preset,
+                                                   options: try request.request(), catalog: catalog)
+        } catch {
+            throw ProtocolError(error)
+        }
+        return started(try launchTimer(configuration, catalog: catalog, preset: preset?.name, scheduled: false))
+    }
+
+    func play(_ request: PlayRequest) throws(ProtocolError) -> Status {
+        defer { reap() }
+        let m: Meditation
+        do { m = try store.find(request.id) } catch { throw ProtocolError(error) }
+        var from = request.from ?? 0
+        // A saved position before the trim start (the trim was edited since) starts at the trim.
+        if request.resume, let last = m.lastPosition { from = max(0, last - (m.trimStart ?? 0)) }
+        let device: String
+        if let d = request.device {
+            device = d
+        } else {
+            do { device = try Settings.load().value("device") } catch { throw ProtocolError(error) }
+        }
+        return try startGuided(meditation: m, from: from, preparation: request.preparation ?? 0, device: device,
+                               preview: request.preview)
+    }
+
+    // MARK: scheduled work (nothing that plays is ever interrupted)
+
+    /// Whether nothing plays (a scheduled entry may start).
+    var deviceFree: Bool {
+        reap()
+        return active == nil && starting == nil
+    }
+
+    /// A scheduled sit: a preset and/or options over the settings.
+    func startScheduledTimer(preset name: String?, request: TimerRequest) throws(ProtocolError) -> Int {
+        let catalog: SoundCatalog
+        let configuration: TimerConfiguration
+        var preset: Preset?
+        do throws(CoreError) {
+            catalog = try SoundCatalog.withCustomSounds(store: store)
+            if let name { preset = try PresetStore(store: store).require(name) }
+            configuration = try TimerConfiguration(settings: try Settings.load(), preset: preset, options: request, catalog: catalog)
+        } catch {
+            throw ProtocolError(error)
+        }
+        return try launchTimer(configuration, catalog: catalog, preset: preset?.name, scheduled: true)
+    }
+
+    /// A scheduled guided meditation.
+    func startScheduledPlay(meditation key: String) throws(ProtocolError) -> Int {
+        let m: Meditation
+        let device: String
+        do throws(CoreError) {
+            m = try store.find(key)
+            device = try Settings.load().value("device")
+        } catch {
+            throw ProtocolError(error)
+        }
+        return try launchGuided(meditation: m, from: 0, preparation: 0, device: device, preview: false, scheduled: true)
+    }
+
+    /// A bell only, when nothing plays.
+    func ringBell(sound id: String, strikes: Int, volume: Double) throws(ProtocolError) -> Int {
+        let catalog: SoundCatalog
+        let sound: Sound
+        let device: String
+        do throws(CoreError) {
+            catalog = try SoundCatalog.withCustomSounds(store: store)
+            device = try Settings.load().value("device")
+            sound = try catalog.gong(id)
+        } catch {
+            throw ProtocolError(error)
+        }
+        log.info("bell \(id) ×\(strikes) on \(device)")
+        return try launch(.bell) { sid throws(CoreError) in
+            let session = try BellSession(sound: sound, strikes: strikes, volume: volume, catalog: catalog,
+                                          output: .device(DeviceConfiguration(name: device)))
+            return HostedSession(id: sid, source: .bell, kind: .bell(session), runner: try SessionRunner(session))
+        }
+    }
+
+    // MARK: starting sessions
+
+    private func launchTimer(_ configuration: TimerConfiguration, catalog: SoundCatalog, preset: String?,
+                             scheduled: Bool) throws(ProtocolError) -> Int {
+        let practice = self.practice
+        log.info("\(scheduled ? "scheduled " : "")timer on \(configuration.device)")
+        return try launch(.timer) { id throws(CoreError) in
+            let session = try TimerSession(configuration: configuration, catalog: catalog,
+                                           output: .device(DeviceConfiguration(name: configuration.device)))
+            let runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled)
+            return HostedSession(id: id, source: .timer, kind: .timer(session), runner: runner)
+        }
+    }
+
+    private func startGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
+                             preview: Bool) throws(ProtocolError) -> Status {
+        started(try launchGuided(meditation: m, from: from, preparation: preparation, device: device, preview: preview,
+                                 scheduled: false))
+    }
+
+    private func launchGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
+                              preview: Bool, scheduled: Bool) throws(ProtocolError) -> Int {
+        let source: SessionSource = preview ? .preview : .guided
+        let catalog: SoundCatalog
+        do { catalog = try SoundCatalog.withCustomSounds(store: store) } catch { throw ProtocolError(error) }
+        let store = self.store, practice = self.practice
+        let id = try launch(source) { id throws(CoreError) in
+            let output = SessionOutput.device(DeviceConfiguration(name: device))
+            let session: GuidedSession
+            if preview {
+                let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
+                let window = min(10_000, trimEnd - trimStart)
+                session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
+                                            from: (trimEnd - trimStart) / 2 - window / 2, window: window)
+            } else {
+                session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
+                                            preparation: preparation, from: from)
+            }
+            let runner = try SessionRunner(session, log: practice, scheduled: scheduled)
+            return HostedSession(id: id, source: source, kind: .guided(session, device: device), runner: runner)
+        }
+        if !preview { suspended = nil }      // a new guided meditation replaces the one kept
+        log.info("session \(id): \(scheduled ? "scheduled: " : "")\(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
+        return id
+    }
+
+    /// Takes the device for a new session made by `make` (which opens the device and
+    /// starts it). The session playing now ends first: a session of the same kind is
+    /// replaced, another kind preempted (a guided meditation is kept to be resumed). When
+    /// the device is free the session starts here and a failure is the request's; when
+    /// another has to fade out first, it starts on the worker after it, and the answer
+    /// says `starting` (a failure then is an `ended` event).
+    private func launch(_ source: SessionSource,
+                        _ make: @escaping @Sendable (Int) throws(CoreError) -> HostedSession) throws(ProtocolError) -> Int {
+        reap()               // a session that just ended is over, not replaced or preempted
+        let id = nextID
+        nextID += 1
+        if let s = starting, s.cancelled == nil {
+            starting?.cancelled = s.source == source ? .replaced : .preempted(by: source.rawValue)
+        }
+        if let s = active { retire(s, for: source) }
+        coordinator.request(source.audioSource) { _ in }
+        if !worker.isBusy && starting == nil {
+            do {
+                let hosted = try Language.speaking(nil) { () throws(CoreError) -> HostedSession in try make(id) }
+                begin(hosted)
+                return id
+            } catch {
+                coordinator.release(source.audioSource)
+                throw ProtocolError(error)
+            }
+        }
+        starting = (id, source, nil)
+        let language = Language.current
+        worker.run("start") {
+            Language.speaking(language) { () -> DeviceWorker.Completion in
+                do throws(CoreError) {
+                    return .started(try make(id))
+                } catch {
+                    return .failedToStart(id: id, source: source, message: error.description, device: error.category == .device)
+                }
+            }
+        }
+        return id
+    }
+
+    /// The session playing ends for `source`'s new one: it fades out and is closed on the
+    /// worker; its `ended` event goes out now.
+    private func retire(_ s: HostedSession, for source: SessionSource) {
+        let reason: EndReason = s.source == source ? .replaced : .preempted(by: source.rawValue)
+        s.markEnding(reason)
+        var position: Int64?
+        if case .guided(let g, let device) = s.kind {
+            let at = s.seekTarget.withLock { $0 } ?? g.filePosition
+            position = at
+            // A guided meditation that another kind of session takes the device from is
+            // kept, to be resumed where it was.
+            if s.source == .guided, case .preempted = reason, g.position < g.voiceEnd {
+                suspended = (g.meditation, at, device)
+            }
+        }
+        active = nil
+        coordinator.release(s.source.audioSource)
+        announceEnd(s, reason: reason, position: position)
+        close(s, fade: reason == .replaced ? 0.3 : 0.5)
+    }
+
+    /// Fades out (if it still sounds) and closes on the worker: the device is free after it.
+    private func close(_ s: HostedSession, fade: Double) {
+        worker.run("close") {
+            if !s.engineDone { s.session.stop(fade: fade) }
+            let record = s.runner.finish()
+            return .closed(s, SessionRecordSummary(reason: record.endReason))
+        }
+    }
+
+    /// The answer to a start: the status, always with the new session's id (on a device
+    /// that never blocks, the session may be over already).
+    private func started(_ id: Int) -> Status {
+        var s = status()
+        if s.session == nil { s.session = id }
+        return s
+    }
+
+    private func begin(_ session: HostedSession) {
+        active = session
+        lastProgress = Self.monotonicMilliseconds()
+        reap()
+    }
+
+    private func playing() throws(ProtocolError) -> HostedSession {
+        if let s = active { return s }
+        if starting != nil { throw Self.stillStarting }
+        throw ProtocolError(.noSession, tr("nothing is playing", "nichts spielt"))
+    }
+
+    private static var stillStarting: ProtocolError {
+        ProtocolError(.busy, tr("the session is starting (the one before fades out); try again in a moment",
+                                "die Sitzung startet gerade (die vorige klingt aus); versuche es gleich noch einmal"))
+    }
+
+    // MARK: the heartbeat
+
+    /// Takes in the worker's results, ends a session whose engine is done, notes state
+    /// changes as events.
+    func reap() {
+        for completion in worker.take() {
+            switch completion {
+            case .started(let h):
+                if let s = starting, s.id == h.id, s.cancelled == nil {
+                    starting = nil
+                    begin(h)
+                } else {
+                    // Stopped or replaced while it was opening.
+                    let reason = starting.flatMap { $0.id == h.id ? $0.cancelled : nil } ?? .replaced
+                    if starting?.id == h.id { starting = nil }
+                    h.markEnding(reason)
+                    announceEnd(h, reason: reason, position: nil)
+                    close(h, fade: 0.05)
+                }
+            case .failedToStart(let id, let source, let message, let device):
+                if starting?.id == id { starting = nil }
+                coordinator.release(source.audioSource)
+                let ended = Ended(session: id, source: source, reason: .failed, message: message, code: device ? .device : .failed)
+                lastEnded = ended
+                events.append(.ended(ended))
+                log.error("session \(id) failed to start: \(message)")
+            case .closed(let h, let summary):
+                log.info("session \(h.id) closed (\(summary.reason.name))")
+            case .done:
+                break
+            }
+        }
+        if let s = active {
+            if s.isOver {
+                var reason = s.runner.expectedReason
+                if s.engine.state == .failed, reason.wireName != .failed { reason = .failed(tr("the sound device failed", "das Audiogerät ist ausgefallen")) }
+                s.markEnding(reason)
+                active = nil
+                coordinator.release(s.source.audioSource)
+                announceEnd(s, reason: reason, position: s.guided?.filePosition)
+                close(s, fade: 0)
+            } else {
+                savePositionPeriodically(s)
+            }
+        }
+        let key = stateKey()
+        if key != lastStateKey {
+            lastStateKey = key
+            events.append(.state(status()))
+        }
+    }
+
+    private func announceEnd(_ s: HostedSession, reason: EndReason, position: Int64?) {
+        var ended = Ended(session: s.id, source: s.source, reason: reason.wireName, position: position)
+        if case .preempted(let by) = reason { ended.by = SessionSource(rawValue: by) }
+        if case .failed(let message) = reason { ended.message = message }
+        lastEnded = ended
+        if s.source == .timer || s.source == .guided { lastSitEnded = Scheduler.wallClock() }
+        events.append(.ended(ended))
+        if case .failed(let message) = reason {
+            log.error("session \(s.id) failed: \(message)")
+        } else {
+            log.info("session \(s.id) \(reason.name)")
+        }
+    }
+
+    /// How often a playing guided meditation's position is saved, so a daemon that is
+    /// killed or crashes loses at most this much of it (one small catalog update, on the
+    /// worker, like the practice log's checkpoint).
+    static let positionSaveInterval: Int64 = 5_000
+    private var lastPositionSave: (session: Int, at: Int64, position: Int64)?
+
+    private func savePositionPeriodically(_ s: HostedSession) {
+        let now = Self.monotonicMilliseconds()
+        if let last = lastPositionSave, last.session == s.id, now - last.at < Self.positionSaveInterval { return }
+        let runner = s.runner
+        guard let g = s.guided, s.source == .guided else {
+            lastPositionSave = (s.id, now, 0)
+            worker.run("checkpoint") { runner.checkpoint(); return nil }
+            return
+        }
+        let position = g.filePosition
+        let unchanged = lastPositionSave.map { $0.session == s.id && $0.position == position } ?? false
+        lastPositionSave = (s.id, now, position)
+        let log = self.log
+        worker.run("save position") {
+            runner.checkpoint()
+            if !unchanged {      // paused: nothing new to write
+                do throws(CoreError) { try g.savePosition() } catch { log.error("cannot save the position: \(error.description)") }
+            }
+            return nil
+        }
+    }
+
+    static func monotonicMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// Ends the session playing now (SIGTERM): a 1-s fade, the position saved, the device
+    /// released; waits for the worker (the process is about to exit).
+    func shutdown() {
+        if let s = active {
+            s.markEnding(.stopped)
+            active = nil
+            coordinator.release(s.source.audioSource)
+            announceEnd(s, reason: .stopped, position: s.guided?.filePosition)
+            close(s, fade: 1.0)
+        }
+        starting?.cancelled = .stopped
+        worker.drain()
+        reap()
+        worker.drain()
+    }
+
+    private func stateKey() -> String {
+        if let s = starting, active == nil { return "\(s.id)|starting" }
+        guard let s = active else { return "idle|\(suspended?.meditation.id ?? "")" }
+        let paused = s.paused.load(ordering: .acquiring)
+        switch s.kind {
+        case .timer(let t): return "\(s.id)|\(t.plan.state(at: t.position).rawValue)|\(paused)"
+        case .guided(let g, _):
+            let p = g.position
+            return "\(s.id)|\(p < g.preparationEnd ? "p" : p < g.voiceStart ? "g" : "v")|\(paused)"
+        case .bell: return "\(s.id)|bell|\(paused)"
+        }
+    }
+
+    // MARK: status
+
+    /// What is playing: the answer to every command and the payload of events.
+    func status() -> Status {
+        var o = Status(state: .idle)
+        if let p = suspended {
+            o.suspended = .init(id: p.meditation.id, name: p.meditation.name, position: p.position)
+        }
+        o.lastEnded = lastEnded
+        o.nextScheduled = scheduler.nextStatus
+        guard let s = active else {
+            if let st = starting {
+                o.state = .starting
+                o.session = st.id
+                o.source = st.source
+            }
+            return o
+        }
+        let engine = s.engine
+        o.session = s.id
+        o.source = s.source
+        o.paused = s.paused.load(ordering: .acquiring)
+        if let stats = engine.statistics {
+            o.underruns = Int(stats.xruns + stats.silenceEvents)
+            o.xruns = Int(stats.xruns)
+            o.silences = Int(stats.silenceEvents)
+            o.realtime = stats.realtime == true
+            o.device = engine.deviceInfo?.name ?? ""
+        }
+        switch s.kind {
+        case .timer(let t):
+            let p = t.position
+            let plan = t.plan
+            let state = t.state == .completed || t.state == .stopped ? plan.state(at: p) : t.state
+            o.state = Phase(rawValue: state.rawValue) ?? .running
+            o.elapsed = plan.elapsed(at: p)
+            o.remaining = plan.remaining(at: p)
+            o.duration = t.configuration.duration
+            if t.configuration.openEnded {
+                o.open = true
+                o.remaining = nil
+            }
+            if let section = plan.section(at: p) {
+                o.section = .init(index: section.index, kind: section.kind.rawValue, remaining: section.remaining,
+                                  count: plan.sections?.list.count ?? 0)
+            }
+            if let next = plan.nextGong(after: p), next > plan.meditationStart {
+                o.nextGong = plan.milliseconds(next - plan.meditationStart)
+            }
+        case .guided(let g, _):
+            let m = g.meditation
+            // Before the voice: the preparation, then the start gong and its pause, with
+            // the time until the voice begins.
+            let p = g.position
+            o.state = p < g.preparationEnd ? .preparation : p < g.voiceStart ? .startGong : .playing
+            if p < g.voiceStart {
+                o.startsIn = (g.voiceStart - p) * 1000 / Int64(g.engine.sampleRate)
+            }
+            o.meditation = .init(id: m.id, name: m.name, teacher: m.teacher)
+            if let target = s.seekTarget.withLock({ $0 }) {
+                o.position = target
+                o.seeking = true
+            } else {
+                o.position = g.filePosition
+            }
+            o.duration = m.trimEnd ?? m.durationMilliseconds
+        case .bell(let b):
+            o.state = .bell
+            o.sound = b.sound.id
+        }
+        return o
+    }
+}
