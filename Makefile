@@ -55,6 +55,7 @@ test: deps-test
 	python3 Tests/cli/schedule-tests.py
 	python3 Tests/cli/daemon-tests.py
 	python3 Tests/cli/seek-end-tests.py
+	python3 Tests/cli/service-latency.py
 
 bench: deps-bench release
 	@rm -f bench-out/results.txt

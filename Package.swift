@@ -68,7 +68,8 @@ let package = Package(
         ),
         .testTarget(
             name: "StillMomentControlTests",
-            dependencies: ["StillMomentControl", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: ["StillMomentControl", "StillMomentCore", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
             name: "StillMomentCoreTests",

@@ -40,7 +40,7 @@ public final class SessionService {
     /// The session playing (its device open).
     private(set) var active: HostedSession?
     /// A session being opened on the worker (after the one before has faded out).
-    private var starting: (id: Int, source: SessionSource, cancelled: EndReason?)?
+    private var starting: (id: Int, source: SessionSource, cancelled: EndReason?, meditation: Status.MeditationRef?)?
     /// A guided meditation paused by a timer: the meditation, the file position, the device.
     private(set) var suspended: (meditation: Meditation, position: Int64, device: String)?
     private var lastEnded: Ended?
@@ -319,7 +319,7 @@ public final class SessionService {
         let catalog: SoundCatalog
         do { catalog = try SoundCatalog.withCustomSounds(store: store) } catch { throw ProtocolError(error) }
         let store = self.store, practice = self.practice
-        let id = try launch(source) { id throws(CoreError) in
+        let id = try launch(source, meditation: m) { id throws(CoreError) in
             let output = SessionOutput.device(DeviceConfiguration(name: device))
             let session: GuidedSession
             if preview {
@@ -345,7 +345,7 @@ public final class SessionService {
     /// the device is free the session starts here and a failure is the request's; when
     /// another has to fade out first, it starts on the worker after it, and the answer
     /// says `starting` (a failure then is an `ended` event).
-    private func launch(_ source: SessionSource,
+    private func launch(_ source: SessionSource, meditation: Meditation? = nil,
                         _ make: @escaping @Sendable (Int) throws(CoreError) -> HostedSession) throws(ProtocolError) -> Int {
         reap()               // a session that just ended is over, not replaced or preempted
         let id = nextID
@@ -365,7 +365,7 @@ public final class SessionService {
                 throw ProtocolError(error)
             }
         }
-        starting = (id, source, nil)
+        starting = (id, source, nil, meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) })
         let language = Language.current
         worker.run("start") {
             Language.speaking(language) { () -> DeviceWorker.Completion in
@@ -578,6 +578,7 @@ public final class SessionService {
                 o.state = .starting
                 o.session = st.id
                 o.source = st.source
+                o.meditation = st.meditation
             }
             return o
         }
@@ -596,7 +597,9 @@ public final class SessionService {
         case .timer(let t):
             let p = t.position
             let plan = t.plan
-            let state = t.state == .completed || t.state == .stopped ? plan.state(at: p) : t.state
+            // Before its first block and after its end the session's own state says
+            // nothing useful (idle, completed): the plan says which phase that frame is in.
+            let state = [.idle, .completed, .stopped].contains(t.state) ? plan.state(at: p) : t.state
             o.state = Phase(rawValue: state.rawValue) ?? .running
             o.elapsed = plan.elapsed(at: p)
             o.remaining = plan.remaining(at: p)

@@ -1,0 +1,197 @@
+// The daemon's service in process, on ALSA's null device: typed calls, the status's shape,
+// preemption and resume, replacement, strict arguments, and that no call waits for the device.
+import Foundation
+import Glibc
+import Logging
+import Testing
+@testable import StillMomentControl
+import StillMomentCore
+
+@Suite("The session service", .serialized)
+struct SessionServiceTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// A private home for each test; the bundled sounds from the source tree; settings
+    /// from the private home (none: the defaults).
+    static func service() throws -> (SessionService, String) {
+        let home = NSTemporaryDirectory() + "sm-service-" + UUID().uuidString
+        setenv("STILLMOMENT_HOME", home, 1)
+        setenv("STILLMOMENT_SOUNDS", root.appendingPathComponent("Sounds").path, 1)
+        let store = try LibraryStore(home: home)
+        return (SessionService(store: store, log: Logger(label: "test")), home)
+    }
+
+    /// Ticks until `condition` holds (the worker's completions come in through tick).
+    static func until(_ service: SessionService, seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        while Date() < end {
+            service.tick()
+            if condition() { return true }
+            usleep(2_000)
+        }
+        return false
+    }
+
+    static let timer = TimerStartRequest(options: ["duration": "24h", "preparation": "off", "device": "null"])
+
+    static func milliseconds(_ body: () throws -> Void) rethrows -> Double {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6
+    }
+
+    @Test("idle, then a timer: the status has the documented shape and survives the wire")
+    func statusShape() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let idle = service.status()
+        #expect(idle.state == .idle && idle.session == nil && idle.source == nil)
+        #expect(JSON(encoding: idle) == .object(["state": .string("idle")]))
+
+        let started = try service.startTimer(Self.timer)
+        #expect(started.session == 1 && started.source == .timer && started.paused == false)
+        #expect([Phase.startGong, .running].contains(started.state), "\(started) \(service.takeEvents())")
+        #expect(started.duration == 86_400_000 && started.remaining != nil && started.device == "null")
+        // Through the wire and back: the same value.
+        let wire = JSON(encoding: started)
+        #expect(wire.decoded(as: Status.self) == started)
+        #expect(wire["source"] == .string("timer"))
+        _ = try service.stop()
+        #expect(Self.until(service) { service.status().state == .idle })
+        #expect(service.status().lastEnded?.reason == .stopped)
+        service.shutdown()
+    }
+
+    @Test("a misspelt or unknown argument is refused naming it, and nothing starts")
+    func strictArguments() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let cases: [(ControlCommand, [String: JSON], String)] = [
+            (.timer, ["options": .object(["durration": .string("20m")])], "durration"),
+            (.timer, ["duration": .string("20m")], "duration"),
+            (.status, ["verbose": .bool(true)], "verbose"),
+            (.play, ["id": .string("x"), "form": .number(1000)], "form"),
+            (.seek, ["by": .number(1000), "too": .number(5)], "too"),
+            (.seek, ["by": .number(1e300)], "by"),
+            (.ringNow, ["id": .number(1.5)], "id"),
+        ]
+        for (command, args, key) in cases {
+            #expect {
+                _ = try service.call(command, args)
+            } throws: { error in
+                guard let e = error as? ProtocolError else { return false }
+                return e.code == .badArguments && e.message.contains(key)
+            }
+        }
+        #expect(service.status().state == .idle)
+        service.shutdown()
+    }
+
+    @Test("a new timer replaces the one playing without waiting for its fade; the old one ends 'replaced'")
+    func replacement() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        _ = try service.startTimer(Self.timer)
+        _ = service.takeEvents()
+        var answer = Status(state: .idle)
+        let took = try Self.milliseconds { answer = try service.startTimer(Self.timer) }
+        // The old session fades out on the worker; the answer does not wait for it.
+        #expect(took < 100, "replacing took \(took) ms")
+        #expect(answer.session == 2)
+        let events = service.takeEvents()
+        #expect(events.contains(.ended(Ended(session: 1, source: .timer, reason: .replaced))))
+        #expect(Self.until(service) { service.status().session == 2 && service.status().state != .starting })
+        // Status is answered at once while the new one is being opened or plays.
+        let statusTook = Self.milliseconds { _ = service.status() }
+        #expect(statusTook < 10, "status took \(statusTook) ms")
+        service.shutdown()
+    }
+
+    @Test("pause, resume and stop answer at once; status says paused as soon as it is asked")
+    func pauseResume() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        _ = try service.startTimer(Self.timer)
+        var paused = Status(state: .idle)
+        let pauseTook = try Self.milliseconds { paused = try service.pause() }
+        #expect(paused.paused == true)
+        #expect(pauseTook < 50, "pause took \(pauseTook) ms")
+        #expect(Self.until(service) { service.active?.engine.state == .paused })
+        let p1 = service.status().elapsed ?? -1
+        usleep(100_000)
+        #expect(service.status().elapsed == p1, "a paused timer keeps its time")
+        let resumed = try service.resume()
+        #expect(resumed.paused == false)
+        #expect(Self.until(service) { (service.status().elapsed ?? 0) > p1 })
+        #expect(throws: ProtocolError.self) { _ = try service.seek(.by(1000)) }   // a timer keeps its time
+        _ = try service.stop()
+        #expect(Self.until(service) { service.status().state == .idle })
+        #expect(throws: ProtocolError.self) { _ = try service.pause() }           // nothing plays
+        service.shutdown()
+    }
+
+    @Test("a timer preempts a guided meditation, which is kept and resumed where it was")
+    func preemption() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let fixture = Self.root.appendingPathComponent("Tests/Fixtures/cbr.mp3").path
+        guard case .imported(let m) = try Importer(store: service.store).importFile(fixture) else {
+            Issue.record("the fixture did not import")
+            return
+        }
+        // A long preparation keeps it before its voice on a device 300 times real time.
+        let guided = try service.play(PlayRequest(id: m.id, preparation: 3_600_000, device: "null"))
+        #expect(guided.source == .guided && guided.state == .preparation && guided.meditation?.id == m.id)
+        _ = service.takeEvents()
+        let timer = try service.startTimer(Self.timer)
+        #expect(timer.session == 2)
+        let ended = service.takeEvents().compactMap { event -> Ended? in
+            if case .ended(let e) = event { return e }
+            return nil
+        }
+        #expect(ended.first?.reason == .preempted && ended.first?.by == .timer && ended.first?.source == .guided)
+        #expect(service.status().suspended?.id == m.id)
+        // Resume is refused while the timer plays, and continues the meditation after it.
+        #expect(throws: ProtocolError.self) { _ = try service.resume() }
+        _ = try service.stop()
+        #expect(Self.until(service) { service.status().source == nil })
+        let resumed = try service.resume()
+        #expect(resumed.source == .guided && resumed.meditation?.id == m.id && resumed.suspended == nil)
+        #expect(Self.until(service) { service.status().lastEnded?.source == .guided && service.status().source == nil },
+                "the resumed meditation plays to its end")
+        #expect(service.status().lastEnded?.reason == .completed)
+        service.shutdown()
+    }
+
+    @Test("a session stopped while it is still opening never plays on; a bad device fails the start in the answer")
+    func stopWhileStarting() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        _ = try service.startTimer(Self.timer)
+        let second = try service.startTimer(Self.timer)       // after the first fades out: starting
+        _ = try service.stop()
+        #expect(Self.until(service) { service.status().state == .idle && !service.worker.isBusy })
+        let ends = service.status().lastEnded
+        #expect(ends?.session == second.session && ends?.reason == .stopped)
+        // A device that does not exist, with nothing playing: refused in the answer as a device error.
+        #expect {
+            _ = try service.startTimer(TimerStartRequest(options: ["duration": "5m", "device": "hw:99,0"]))
+        } throws: { error in
+            (error as? ProtocolError)?.code == .device
+        }
+        service.shutdown()
+    }
+
+    @Test("an event is the same value after the wire")
+    func eventsOnTheWire() {
+        var s = Status(state: .running)
+        s.session = 3
+        s.source = .timer
+        s.section = .init(index: 1, kind: "walk", remaining: 1000, count: 3)
+        for event in [Event.state(s), .progress(s), .ended(Ended(session: 3, source: .guided, reason: .preempted, by: .timer, position: 1234))] {
+            let json = JSON(encoding: event)
+            #expect(json["event"] == .string(event.name))
+            #expect(json.decoded(as: Event.self) == event)
+        }
+    }
+}
