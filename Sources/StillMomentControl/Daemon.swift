@@ -178,7 +178,9 @@ public final class Daemon {
     public func run() {
         signal(SIGPIPE, SIG_IGN)
         signal(SIGHUP, SIG_IGN)
-        stopSignal.install([SIGTERM, SIGINT])
+        // A signal wakes the loop at once, however long it would sleep (5 s when idle).
+        let worker = host.worker
+        stopSignal.install([SIGTERM, SIGINT]) { worker.poke() }
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
         var idleSince = now()
         var lastCheck = now()
@@ -212,11 +214,11 @@ public final class Daemon {
                 idleSince = t
             }
             for c in clients where c.helloDone && !c.subscribed && !c.drop && !c.closeWhenFlushed && t - c.lastActive > Self.idleTimeout {
-                send(c, ProtocolError(.busy, "closed: idle for \(Int(Self.idleTimeout)) s").answer)
+                send(c, ProtocolError(.busy, Language.speaking(c.language) { tr("closed: idle for \(Int(Self.idleTimeout)) s", "geschlossen: \(Int(Self.idleTimeout)) s untätig") }).answer)
                 c.closeWhenFlushed = true
             }
             for c in clients where !c.helloDone && !c.drop && !c.closeWhenFlushed && t - c.connectedAt > options.helloTimeout {
-                send(c, ProtocolError(.notHello, "no hello within \(Int(options.helloTimeout)) s; closing").answer)
+                send(c, ProtocolError(.notHello, tr("no hello within \(Int(options.helloTimeout)) s; closing", "kein Hallo binnen \(Int(options.helloTimeout)) s; die Verbindung wird geschlossen")).answer)
                 c.closeWhenFlushed = true
             }
             reapClients()
@@ -269,7 +271,7 @@ public final class Daemon {
             var pid: pid_t = 0
             if sm_peer_credentials(fd, &uid, &pid) != 0 || uid != geteuid() {
                 log.warning("refused a connection from uid \(uid) (pid \(pid)): not our user")
-                refuse(fd, ProtocolError(.forbidden, "this daemon serves only its own user (uid \(geteuid()))"))
+                refuse(fd, ProtocolError(.forbidden, tr("this daemon serves only its own user (uid \(geteuid()))", "dieser Daemon bedient nur seinen eigenen Benutzer (uid \(geteuid()))")))
                 continue
             }
             // Full: room is made by closing the connection silent longest (the policy above).
@@ -280,7 +282,7 @@ public final class Daemon {
                     ?? silent.min { $0.lastActive < $1.lastActive }
                 if let idlest {
                     log.notice("full: closing the connection of pid \(idlest.pid), idle \(Int(t - idlest.lastActive)) s")
-                    send(idlest, ProtocolError(.busy, "closed: idle while the daemon was full").answer)
+                    send(idlest, ProtocolError(.busy, Language.speaking(idlest.language) { tr("closed: idle while the daemon was full", "geschlossen: untätig, während der Daemon voll war") }).answer)
                     flush(idlest)
                     idlest.drop = true
                     reapClients()
@@ -288,7 +290,7 @@ public final class Daemon {
             }
             if clients.count >= options.maxClients {
                 log.warning("refused a connection from pid \(pid): \(clients.count) clients already")
-                refuse(fd, ProtocolError(.busy, "too many clients (\(options.maxClients)); try again later"))
+                refuse(fd, ProtocolError(.busy, tr("too many clients (\(options.maxClients)); try again later", "zu viele Verbindungen (\(options.maxClients)); versuche es später noch einmal")))
                 continue
             }
             clients.append(Client(fd: fd, pid: pid, connectedAt: now()))
@@ -321,7 +323,7 @@ public final class Daemon {
             if c.drop || c.closeWhenFlushed { break }
             switch item {
             case .tooLong:
-                send(c, ProtocolError(.tooLong, "a message is limited to \(ControlProtocol.maxMessageBytes) bytes").answer)
+                send(c, ProtocolError(.tooLong, Language.speaking(c.language) { tr("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes") }).answer)
             case .line(let line):
                 if line.isEmpty { continue }
                 c.lastActive = now()
@@ -333,7 +335,9 @@ public final class Daemon {
     private func handle(_ line: [UInt8], from c: Client) {
         let message: ClientMessage
         do {
-            message = try ClientMessage.decode(line, helloDone: c.helloDone)
+            message = try Language.speaking(c.language) { () throws(ProtocolError) -> ClientMessage in
+                try ClientMessage.decode(line, helloDone: c.helloDone)
+            }
         } catch {
             send(c, error.answer)
             if error.code == .badVersion { c.closeWhenFlushed = true }
@@ -433,12 +437,16 @@ public final class StopFlag {
 
     public init(_ signals: [Int32] = []) { install(signals) }
 
-    func install(_ signals: [Int32]) {
+    /// `wake` runs after the flag is set (the daemon's loop is woken from its poll by it).
+    func install(_ signals: [Int32], wake: @escaping @Sendable () -> Void = {}) {
         for sig in signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             let box = self.box
-            source.setEventHandler { box.value.store(sig, ordering: .releasing) }
+            source.setEventHandler {
+                box.value.store(sig, ordering: .releasing)
+                wake()
+            }
             source.resume()
             sources.append(source)
         }

@@ -63,6 +63,12 @@ final class DeviceWorker: Sendable {
         }
     }
 
+    /// Wakes whoever polls `wakeFD` (a signal for the daemon's loop).
+    func poke() {
+        var one: UInt8 = 1
+        _ = write(pokeFD, &one, 1)
+    }
+
     /// Whether work is queued or running (a start must then wait its turn).
     var isBusy: Bool { pending.load(ordering: .relaxed) > 0 }
 

@@ -66,20 +66,20 @@ public enum ClientMessage: Sendable, Equatable {
     /// Decodes one line (without its newline). `helloDone` says whether the hello came.
     public static func decode(_ line: some Collection<UInt8>, helloDone: Bool) throws(ProtocolError) -> ClientMessage {
         guard line.count <= ControlProtocol.maxMessageBytes else {
-            throw ProtocolError(.tooLong, "a message is limited to \(ControlProtocol.maxMessageBytes) bytes")
+            throw ProtocolError(.tooLong, tr("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes"))
         }
         let value: JSON
         do throws(JSONParseError) {
             // One linear pass, nesting at most 32 deep (a deep line once held the loop for 37 s).
             value = try JSONParser.parse(line)
         } catch {
-            if error.reason.hasPrefix("nested deeper") { throw ProtocolError(.badRequest, "a message may nest at most \(JSONParser.maxDepth) deep") }
-            throw ProtocolError(.malformed, "not a JSON object on one line (\(error.description))")
+            if error.reason.hasPrefix("nested deeper") { throw ProtocolError(.badRequest, tr("a message may nest at most \(JSONParser.maxDepth) deep", "eine Nachricht darf höchstens \(JSONParser.maxDepth) Ebenen tief sein")) }
+            throw ProtocolError(.malformed, tr("not a JSON object on one line (\(error.description))", "kein JSON-Objekt auf einer Zeile (\(error.description))"))
         }
-        guard case .object(let o) = value else { throw ProtocolError(.malformed, "a message is a JSON object") }
+        guard case .object(let o) = value else { throw ProtocolError(.malformed, tr("a message is a JSON object", "eine Nachricht ist ein JSON-Objekt")) }
         if let hello = o["hello"] {
             guard case .object(let h) = hello, let v = h["version"]?.number else {
-                throw ProtocolError(.badRequest, "hello needs a version")
+                throw ProtocolError(.badRequest, tr("hello needs a version", "das Hallo braucht eine Version"))
             }
             guard v.isFinite, v == v.rounded(), v >= Double(ControlProtocol.oldestVersion), v <= 1_000_000 else {
                 throw ProtocolError(.badVersion, tr("this daemon speaks versions \(ControlProtocol.oldestVersion) to \(ControlProtocol.version) of the protocol, not \(v)",
@@ -90,19 +90,19 @@ public enum ClientMessage: Sendable, Equatable {
         }
         guard helloDone else { throw ProtocolError(.notHello, tr("say hello first: {\"hello\":{\"version\":2}}", "zuerst das Hallo: {\"hello\":{\"version\":2}}")) }
         guard let idValue = o["id"]?.number, idValue == idValue.rounded(), abs(idValue) < 1e15 else {
-            throw ProtocolError(.badRequest, "a request needs an integer id")
+            throw ProtocolError(.badRequest, tr("a request needs an integer id", "eine Anfrage braucht eine ganzzahlige id"))
         }
         let id = Int(idValue)
-        guard let name = o["command"]?.string else { throw ProtocolError(.badRequest, "a request needs a command", id: id) }
+        guard let name = o["command"]?.string else { throw ProtocolError(.badRequest, tr("a request needs a command", "eine Anfrage braucht ein command"), id: id) }
         guard let command = ControlCommand(rawValue: name) else {
             let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
-            throw ProtocolError(.unknownCommand, "unknown command '\(name.prefix(64))'; the commands are: \(known)", id: id)
+            throw ProtocolError(.unknownCommand, tr("unknown command '\(Display.clean(String(name.prefix(64))))'; the commands are: \(known)", "unbekannter Befehl '\(Display.clean(String(name.prefix(64))))'; die Befehle sind: \(known)"), id: id)
         }
         var args: [String: JSON] = [:]
         switch o["args"] {
         case nil, .null?: break
         case .object(let a)?: args = a
-        default: throw ProtocolError(.badArguments, "args must be an object", id: id)
+        default: throw ProtocolError(.badArguments, tr("args must be an object", "args muss ein Objekt sein"), id: id)
         }
         return .request(id: id, command: command, args: args)
     }
