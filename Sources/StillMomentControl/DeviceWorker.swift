@@ -12,6 +12,8 @@ final class DeviceWorker: Sendable {
     enum Completion: Sendable {
         case started(HostedSession)
         case failedToStart(id: Int, source: SessionSource, message: String, device: Bool)
+        /// A start that a later start or a stop made moot before it opened the device.
+        case superseded(id: Int, source: SessionSource)
         case closed(HostedSession, SessionRecordSummary)
         case done
     }
@@ -97,4 +99,27 @@ enum FileHandleLog {
         let bytes = Array((line + "\n").utf8)
         _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
+}
+
+/// Which start is the one wanted, and a session the worker opened that the service has
+/// not taken in yet: a later start closes that one before it opens the device (a hw
+/// device opens once), and a start no longer wanted does not open it at all.
+final class StartSlot: Sendable {
+    private let state = Mutex<(wanted: Int, unadopted: HostedSession?)>((0, nil))
+
+    func want(_ id: Int) { state.withLock { $0.wanted = id } }
+    func isWanted(_ id: Int) -> Bool { state.withLock { $0.wanted == id } }
+
+    /// On the worker, before opening: the session opened before and not taken in.
+    func takeUnadopted() -> HostedSession? {
+        state.withLock { s in
+            defer { s.unadopted = nil }
+            return s.unadopted
+        }
+    }
+
+    func opened(_ h: HostedSession) { state.withLock { $0.unadopted = h } }
+
+    /// The service took `h` in (to play or to close).
+    func adopt(_ h: HostedSession) { state.withLock { if $0.unadopted === h { $0.unadopted = nil } } }
 }

@@ -4,23 +4,6 @@
 import FoundationEssentials
 import StillMomentCore
 
-/// Why a request or a connection was refused; stable for scripts.
-public enum ErrorCode: String, Codable, Sendable, CaseIterable {
-    case tooLong = "message-too-long"
-    case malformed = "malformed-json"
-    case notHello = "hello-expected"
-    case badVersion = "unsupported-version"
-    case badRequest = "bad-request"
-    case unknownCommand = "unknown-command"
-    case badArguments = "bad-arguments"
-    // Refusals of a well-formed request or connection.
-    case noSession = "no-session"
-    case device = "device"
-    case failed = "failed"
-    case forbidden = "forbidden"
-    case busy = "busy"
-}
-
 /// What kind of session plays.
 public enum SessionSource: String, Codable, Sendable, CaseIterable {
     case timer, guided, preview, bell

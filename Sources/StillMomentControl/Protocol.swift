@@ -1,5 +1,7 @@
 import FoundationEssentials
-import StillMomentCore
+#if canImport(StillMomentCore)
+import StillMomentCore      // (the fuzz harness compiles Language.swift and Display.swift in instead)
+#endif
 
 /// The control protocol: newline-delimited JSON over a Unix socket.
 ///
@@ -21,6 +23,23 @@ public enum ControlProtocol {
     public static let version = 2
     public static let oldestVersion = 1
     public static let maxMessageBytes = 64 * 1024
+}
+
+/// Why a request or a connection was refused; stable for scripts.
+public enum ErrorCode: String, Codable, Sendable, CaseIterable {
+    case tooLong = "message-too-long"
+    case malformed = "malformed-json"
+    case notHello = "hello-expected"
+    case badVersion = "unsupported-version"
+    case badRequest = "bad-request"
+    case unknownCommand = "unknown-command"
+    case badArguments = "bad-arguments"
+    // Refusals of a well-formed request or connection.
+    case noSession = "no-session"
+    case device = "device"
+    case failed = "failed"
+    case forbidden = "forbidden"
+    case busy = "busy"
 }
 
 /// Why a message was refused; `code` is stable for scripts, `message` is for people.

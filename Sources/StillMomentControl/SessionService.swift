@@ -37,6 +37,7 @@ public final class SessionService {
     let coordinator = AudioSessionCoordinator()
     let log: Logger
     let worker = DeviceWorker()
+    private let slot = StartSlot()
     /// The session playing (its device open).
     private(set) var active: HostedSession?
     /// A session being opened on the worker (after the one before has faded out).
@@ -136,6 +137,7 @@ public final class SessionService {
         defer { reap() }
         if active == nil, let s = starting, s.cancelled == nil {
             starting?.cancelled = .stopped
+            slot.want(0)          // if it has not opened the device yet, it never will
             log.info("session \(s.id) stopped while starting")
             return status()
         }
@@ -356,8 +358,8 @@ public final class SessionService {
         if let s = active { retire(s, for: source) }
         coordinator.request(source.audioSource) { _ in }
         if !worker.isBusy && starting == nil {
-            do {
-                let hosted = try Language.speaking(nil) { () throws(CoreError) -> HostedSession in try make(id) }
+            do throws(CoreError) {
+                let hosted = try make(id)
                 begin(hosted)
                 return id
             } catch {
@@ -366,11 +368,22 @@ public final class SessionService {
             }
         }
         starting = (id, source, nil, meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) })
+        slot.want(id)
         let language = Language.current
+        let slot = self.slot
         worker.run("start") {
             Language.speaking(language) { () -> DeviceWorker.Completion in
+                guard slot.isWanted(id) else { return .superseded(id: id, source: source) }
+                // One opened for a start since replaced, not yet taken in: closed first.
+                if let before = slot.takeUnadopted() {
+                    before.markEnding(.replaced)
+                    if !before.engineDone { before.session.stop(fade: 0.05) }
+                    _ = before.runner.finish()
+                }
                 do throws(CoreError) {
-                    return .started(try make(id))
+                    let hosted = try make(id)
+                    slot.opened(hosted)
+                    return .started(hosted)
                 } catch {
                     return .failedToStart(id: id, source: source, message: error.description, device: error.category == .device)
                 }
@@ -442,6 +455,7 @@ public final class SessionService {
         for completion in worker.take() {
             switch completion {
             case .started(let h):
+                slot.adopt(h)
                 if let s = starting, s.id == h.id, s.cancelled == nil {
                     starting = nil
                     begin(h)
@@ -460,6 +474,14 @@ public final class SessionService {
                 lastEnded = ended
                 events.append(.ended(ended))
                 log.error("session \(id) failed to start: \(message)")
+            case .superseded(let id, let source):
+                // Never opened: a later start took its place, or it was stopped.
+                let reason: EndReason = starting.flatMap { $0.id == id ? $0.cancelled : nil } ?? .replaced
+                if starting?.id == id { starting = nil }
+                let ended = Ended(session: id, source: source, reason: reason.wireName)
+                lastEnded = ended
+                events.append(.ended(ended))
+                log.info("session \(id) \(reason.name) before it started")
             case .closed(let h, let summary):
                 log.info("session \(h.id) closed (\(summary.reason.name))")
             case .done:

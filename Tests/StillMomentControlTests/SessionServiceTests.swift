@@ -182,6 +182,25 @@ struct SessionServiceTests {
         service.shutdown()
     }
 
+    @Test("three starts in a row: the last one plays, the one between ends 'replaced' and never holds the device")
+    func startsInARow() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        _ = try service.startTimer(Self.timer)
+        let b = try service.startTimer(Self.timer)
+        let c = try service.startTimer(Self.timer)
+        #expect(b.state == .starting && c.state == .starting && b.session == 2 && c.session == 3)
+        var ended: [Ended] = []
+        #expect(Self.until(service) {
+            ended += service.takeEvents().compactMap { if case .ended(let e) = $0 { return e } else { return nil } }
+            return service.status().session == 3 && service.status().state != .starting
+        })
+        #expect(ended.map(\.session).sorted() == [1, 2])
+        #expect(ended.allSatisfy { $0.reason == .replaced })
+        #expect(service.active?.id == 3)
+        service.shutdown()
+    }
+
     @Test("an event is the same value after the wire")
     func eventsOnTheWire() {
         var s = Status(state: .running)
