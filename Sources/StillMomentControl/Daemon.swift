@@ -21,6 +21,8 @@ public final class Daemon {
         public var maxClients: Int = 128
         /// A client that reads nothing is dropped once this much waits for it.
         public var maxBacklog: Int = 256 * 1024
+        /// A connection that neither asks nor listens (no subscription) is closed after this.
+        public var idleTimeout: Double = 300
 
         public init(onDemand: Bool, idleExit: Double = 600) {
             self.onDemand = onDemand
@@ -69,7 +71,7 @@ public final class Daemon {
     // Connection policy (idle clients must never lock others out):
     // - a connection must say hello within `helloTimeout` (5 s), or it is closed;
     // - one that has said hello but neither asks (no message) nor listens (no
-    //   subscription) for `idleTimeout` (5 min) is closed, with a `busy` error saying why;
+    //   subscription) for `options.idleTimeout` (5 min) is closed, with a `busy` error saying why;
     // - when all `maxClients` (128) slots are taken, a new connection is still accepted
     //   if one of them has been silent for `evictableAfter` (10 s) at least: the one
     //   silent longest without a subscription is closed to make room, and only if every
@@ -77,8 +79,6 @@ public final class Daemon {
     //   all are busier than that is the newcomer refused with `busy`.
     /// A connection silent this long may be closed to make room when the daemon is full.
     static let evictableAfter = 10.0
-    /// A connection that neither asks nor listens (no subscription) is closed after this.
-    static let idleTimeout = 300.0
 
     /// Takes the daemon lock and the socket (replacing a stale one), and opens the store.
     /// Throws `.refused(code: "running", …)` when another daemon holds the lock.
@@ -182,54 +182,84 @@ public final class Daemon {
         let worker = host.worker
         stopSignal.install([SIGTERM, SIGINT]) { worker.poke() }
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
-        var idleSince = now()
-        var lastCheck = now()
-        var reachable = true
-        while true {
-            if let sig = stopSignal.received {
-                log.info("signal \(sig): ending")
-                host.shutdown()
-                broadcast(host.takeEvents())
-                flushAll()
-                return
-            }
-            // Idle with nobody connected, the loop sleeps until the socket watchdog's next
-            // look (5 s) or the next scheduled entry, whichever comes first.
-            pollOnce(timeoutMs: host.pollTimeout(cap: host.isIdle ? (clients.isEmpty ? 5000 : 250) : 100))
-            host.tick()
+        while step() {}
+    }
+
+    /// The loop's state between steps.
+    private var idleSince = 0.0
+    private var lastCheck = 0.0
+    private var reachable = true
+    private var started = false
+
+    /// One turn of the loop: waits (at most `cap` ms, less when something is due) for
+    /// the sockets and the device worker, serves what came, ticks the service, and
+    /// applies the connection policy. False once the daemon should exit. (`run` turns it
+    /// until then; tests turn it themselves.)
+    func step(cap: Int32? = nil) -> Bool {
+        if !started {
+            started = true
+            idleSince = now()
+            lastCheck = now()
+        }
+        if let sig = stopSignal.received {
+            log.info("signal \(sig): ending")
+            host.shutdown()
             broadcast(host.takeEvents())
-            let t = now()
-            if t - lastCheck >= 5 {
-                lastCheck = t
-                if reachable && !ownsSocket {
-                    reachable = listenAgain()
-                }
-                if !reachable && host.isIdle {
-                    log.info("unreachable and nothing playing: exiting")
-                    return
-                }
+            flushAll()
+            return false
+        }
+        // Idle with nobody connected, the loop sleeps until the socket watchdog's next
+        // look (5 s) or the next scheduled entry, whichever comes first.
+        let sleep: Int32 = host.isIdle ? (clients.isEmpty ? 5000 : 250) : 100
+        pollOnce(timeoutMs: host.pollTimeout(cap: min(sleep, cap ?? sleep)))
+        host.tick()
+        broadcast(host.takeEvents())
+        let t = now()
+        if t - lastCheck >= 5 {
+            lastCheck = t
+            if reachable && !ownsSocket {
+                reachable = listenAgain()
             }
-            // A client that is connected may be about to start a session: not idle.
-            if !host.isIdle || !clients.isEmpty {
-                idleSince = t
-            }
-            for c in clients where c.helloDone && !c.subscribed && !c.drop && !c.closeWhenFlushed && t - c.lastActive > Self.idleTimeout {
-                send(c, ProtocolError(.busy, Language.speaking(c.language) { tr("closed: idle for \(Int(Self.idleTimeout)) s", "geschlossen: \(Int(Self.idleTimeout)) s untätig") }).answer)
-                c.closeWhenFlushed = true
-            }
-            for c in clients where !c.helloDone && !c.drop && !c.closeWhenFlushed && t - c.connectedAt > options.helloTimeout {
-                send(c, ProtocolError(.notHello, tr("no hello within \(Int(options.helloTimeout)) s; closing", "kein Hallo binnen \(Int(options.helloTimeout)) s; die Verbindung wird geschlossen")).answer)
-                c.closeWhenFlushed = true
-            }
-            reapClients()
-            // A daemon that keeps a schedule does not exit when idle.
-            if options.onDemand, host.isIdle, !host.keepsTime, t - idleSince > options.idleExit {
-                log.info("no session for \(Int(options.idleExit)) s: exiting")
-                flushAll()
-                return
+            if !reachable && host.isIdle {
+                log.info("unreachable and nothing playing: exiting")
+                return false
             }
         }
+        // A client that is connected may be about to start a session: not idle.
+        if !host.isIdle || !clients.isEmpty {
+            idleSince = t
+        }
+        for c in clients where c.helloDone && !c.subscribed && !c.drop && !c.closeWhenFlushed && t - c.lastActive > options.idleTimeout {
+            send(c, ProtocolError(.busy, Language.speaking(c.language) { tr("closed: idle for \(Int(options.idleTimeout)) s", "geschlossen: \(Int(options.idleTimeout)) s untätig") }).answer)
+            c.closeWhenFlushed = true
+        }
+        for c in clients where !c.helloDone && !c.drop && !c.closeWhenFlushed && t - c.connectedAt > options.helloTimeout {
+            send(c, ProtocolError(.notHello, tr("no hello within \(Self.seconds(options.helloTimeout)) s; closing", "kein Hallo binnen \(Self.seconds(options.helloTimeout)) s; die Verbindung wird geschlossen")).answer)
+            c.closeWhenFlushed = true
+        }
+        reapClients()
+        // A daemon that keeps a schedule does not exit when idle.
+        if options.onDemand, host.isIdle, !host.keepsTime, t - idleSince > options.idleExit {
+            log.info("no session for \(Int(options.idleExit)) s: exiting")
+            flushAll()
+            return false
+        }
+        return true
     }
+
+    /// Serves a connection made elsewhere (a socketpair in the tests) as if accepted.
+    func adopt(_ fd: Int32) {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        clients.append(Client(fd: fd, pid: getpid(), connectedAt: now()))
+    }
+
+    /// "5" for 5 s, "0.2" for 200 ms.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String((value * 1000).rounded() / 1000)
+    }
+
+    /// The connections served now.
+    var clientCount: Int { clients.count }
 
     // MARK: the loop
 
