@@ -41,7 +41,16 @@ public final class SessionService {
     /// The session playing (its device open).
     private(set) var active: HostedSession?
     /// A session being opened on the worker (after the one before has faded out).
-    private var starting: (id: Int, source: SessionSource, cancelled: EndReason?, meditation: Status.MeditationRef?)?
+    private var starting: Starting?
+    /// A session asked for while the one before fades out: what it will be, and what its
+    /// callers asked of it meanwhile (a pause is kept and carried out once it has begun).
+    private struct Starting {
+        let id: Int
+        let source: SessionSource
+        var cancelled: EndReason?
+        let meditation: Status.MeditationRef?
+        var paused = false
+    }
     /// A guided meditation paused by a timer: the meditation, the file position, the device.
     private(set) var suspended: (meditation: Meditation, position: Int64, device: String)?
     private var lastEnded: Ended?
@@ -105,6 +114,12 @@ public final class SessionService {
 
     func pause() throws(ProtocolError) -> Status {
         defer { reap() }
+        if active == nil, let st = starting, st.cancelled == nil {
+            // Kept: the session begins paused (a pause asked during the fade before it).
+            starting?.paused = true
+            log.info("session \(st.id) paused while starting")
+            return status()
+        }
         let s = try playing()
         if !s.paused.exchange(true, ordering: .acquiringAndReleasing) {
             s.command(on: worker, "pause") { s.session.pause() }
@@ -127,7 +142,18 @@ public final class SessionService {
             }
             throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
         }
-        if starting != nil { throw Self.stillStarting }
+        if let st = starting, st.cancelled == nil {
+            if st.paused {
+                starting?.paused = false
+                log.info("session \(st.id) resumed while starting")
+                return status()
+            }
+            if let pending = suspended {
+                throw ProtocolError(.badArguments, tr("a \(st.source.rawValue) is starting; stop it first, then `resume` continues \(pending.meditation.name)",
+                                                      "es startet: \(st.source.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
+            }
+            throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
+        }
         guard let pending = suspended else { throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert")) }
         let from = max(0, pending.position - (pending.meditation.trimStart ?? 0))
         return try startGuided(meditation: pending.meditation, from: from, preparation: 0, device: pending.device, preview: false)
@@ -367,7 +393,7 @@ public final class SessionService {
                 throw ProtocolError(error)
             }
         }
-        starting = (id, source, nil, meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) })
+        starting = Starting(id: id, source: source, meditation: meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) })
         slot.want(id)
         let language = Language.current
         let slot = self.slot
@@ -458,6 +484,9 @@ public final class SessionService {
                 slot.adopt(h)
                 if let s = starting, s.id == h.id, s.cancelled == nil {
                     starting = nil
+                    if s.paused, !h.paused.exchange(true, ordering: .acquiringAndReleasing) {
+                        h.command(on: worker, "pause") { h.session.pause() }
+                    }
                     begin(h)
                 } else {
                     // Stopped or replaced while it was opening.
@@ -573,7 +602,7 @@ public final class SessionService {
     }
 
     private func stateKey() -> String {
-        if let s = starting, active == nil { return "\(s.id)|starting" }
+        if let s = starting, active == nil { return "\(s.id)|starting|\(s.paused)" }
         guard let s = active else { return "idle|\(suspended?.meditation.id ?? "")" }
         let paused = s.paused.load(ordering: .acquiring)
         switch s.kind {
@@ -601,6 +630,7 @@ public final class SessionService {
                 o.session = st.id
                 o.source = st.source
                 o.meditation = st.meditation
+                o.paused = st.paused
             }
             return o
         }

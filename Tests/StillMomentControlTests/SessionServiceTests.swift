@@ -182,6 +182,35 @@ struct SessionServiceTests {
         service.shutdown()
     }
 
+    @Test("a pause asked while the session is still starting is kept: it begins paused, and a resume then plays it")
+    func pauseWhileStarting() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        _ = try service.startTimer(Self.timer)
+        let second = try service.startTimer(Self.timer)       // after the first fades out: starting
+        #expect(second.state == .starting)
+        let paused = try service.pause()
+        #expect(paused.state == .starting && paused.paused == true && paused.session == second.session)
+        #expect(Self.until(service) { service.active?.id == second.session })
+        #expect(service.status().paused == true)
+        // Held: its position does not move while paused (the pause is carried out on the worker).
+        #expect(Self.until(service) { !service.worker.isBusy })
+        let at = service.status().elapsed
+        usleep(300_000)
+        service.tick()
+        #expect(service.status().elapsed == at, "a paused session's time moved")
+        let resumed = try service.resume()
+        #expect(resumed.paused == false)
+        // A resume with nothing paused while one starts is refused, saying so.
+        _ = try service.startTimer(Self.timer)
+        #expect {
+            _ = try service.resume()
+        } throws: { error in
+            (error as? ProtocolError)?.code == .noSession
+        }
+        service.shutdown()
+    }
+
     @Test("three starts in a row: the last one plays, the one between ends 'replaced' and never holds the device")
     func startsInARow() throws {
         let (service, home) = try Self.service()
