@@ -143,6 +143,7 @@ public final class AudioEngine: Sendable {
             try core.startOutput()
             let box = Unmanaged.passRetained(core).toOpaque()
             var tid = pthread_t()
+            core.threadStarting()
             let rc = pthread_create(&tid, nil, { arg in
                 guard let arg else { return nil }
                 let core = Unmanaged<EngineCore>.fromOpaque(arg).takeRetainedValue()
@@ -150,6 +151,7 @@ public final class AudioEngine: Sendable {
                 return nil
             }, box)
             guard rc == 0 else {
+                core.threadFailed()
                 Unmanaged<EngineCore>.fromOpaque(box).release()
                 throw AudioError.invalidArgument("cannot start the render thread: \(String(cString: strerror(rc)))")
             }

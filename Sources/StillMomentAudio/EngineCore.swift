@@ -115,7 +115,10 @@ final class EngineCore: @unchecked Sendable {
     }
 
     /// Posts a command and waits until the render thread has carried it out. Before the
-    /// thread starts (or after it ended) it only queues.
+    /// engine is started (or after its thread ended) it only queues. Once `start` has
+    /// created the thread it waits, even if the thread has not run yet: a seek right after
+    /// a start is done when this returns (before, it returned at once on a busy machine,
+    /// and a position read next was the one before the seek).
     func call(_ command: sending Command) {
         let done = DispatchSemaphore(value: 0)
         commands.withLock { $0.append(Pending(command: command, done: done)) }
@@ -268,6 +271,11 @@ final class EngineCore: @unchecked Sendable {
     }
 
     // MARK: the render thread
+
+    /// Called by `start` just before it creates the render thread (and `threadFailed` if
+    /// that fails): from here on `call` waits for its command.
+    func threadStarting() { threadRunning.store(true, ordering: .releasing) }
+    func threadFailed() { threadRunning.store(false, ordering: .releasing) }
 
     func renderLoop() {
         threadRunning.store(true, ordering: .releasing)

@@ -212,6 +212,7 @@ public final class SessionService {
         case .to(let ms): target = min(max(start, ms), length)
         }
         s.seekTarget.withLock { $0 = target }
+        log.info("session \(s.id) seeks to \(target) ms (from \(now) ms)")
         s.command(on: worker, "seek") {
             g.seek(toFile: target)
             s.seekTarget.withLock { if $0 == target { $0 = nil } }

@@ -231,4 +231,23 @@ struct SeekAtEndTests {
             if state != .finished { break }
         }
     }
+
+    @Test("a seek right after the start is done when it returns: the position read next is the new one")
+    func seekRightAfterStart() throws {
+        // Before, a seek made before the render thread had first run only queued, and the
+        // daemon computed the next relative seek from the old position (a seek back after
+        // a seek to the end then went to 0:00 on a busy machine).
+        let end: Int64 = Int64(Self.rate) * 600
+        let target = end - Int64(Self.rate)
+        for i in 0..<100 {
+            let engine = try AudioEngine(sampleRate: Self.rate, sink: .device(DeviceConfiguration(name: "null", realtime: false)))
+            engine.add(Voice(id: 1, source: CountingSource(), start: 0))
+            try engine.start(end: end)
+            engine.seek(to: target)
+            let at = engine.position
+            #expect(at >= target, "run \(i): at \(at) after a seek to \(target)")
+            engine.stop()
+            if at < target { break }
+        }
+    }
 }
