@@ -25,19 +25,25 @@ let package = Package(
         // the tests' reference for the loudness meter.
         .systemLibrary(name: "CXXHash"),
         .systemLibrary(name: "CEbur128", pkgConfig: "libebur128"),
-        // The real-time backend: SPSC ring and the ALSA output thread.
+        // The real-time backend: the SPSC ring, the output thread and its device backends
+        // (ALSA; PulseAudio through libpulse, loaded with dlopen).
         .target(
             name: "CAudio",
             linkerSettings: [.linkedLibrary("asound"), .linkedLibrary("pthread"), .linkedLibrary("m")]
         ),
+        // The offline loudness meter (import) and file-system calls (O_DIRECT, writeback):
+        // apart from the real-time target.
+        .target(name: "CLoudness", linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "CFileIO"),
         .target(
             name: "StillMomentAudio",
-            dependencies: ["CAudio", "CMpg123", "CFaad", "CSoxr"]
+            dependencies: ["CAudio", "CLoudness", "CFileIO", "CMpg123", "CFaad", "CSoxr"]
         ),
+        // Core reaches C only through the audio layer (and xxHash for the store).
         .target(
             name: "StillMomentCore",
             dependencies: [
-                "StillMomentAudio", "CAudio", "CXXHash", "CMpg123",
+                "StillMomentAudio", "CXXHash",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -64,7 +70,8 @@ let package = Package(
         ),
         .testTarget(
             name: "StillMomentAudioTests",
-            dependencies: ["StillMomentAudio", "CAudio"]
+            // libebur128: the reference the loudness meter is tested against.
+            dependencies: ["StillMomentAudio", "CAudio", "CEbur128"]
         ),
         .testTarget(
             name: "StillMomentControlTests",
@@ -73,8 +80,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StillMomentCoreTests",
-            // libebur128: the reference the loudness meter is tested against.
-            dependencies: ["StillMomentCore", "StillMomentAudio", "CAudio", "CEbur128",
+            dependencies: ["StillMomentCore", "StillMomentAudio",
                            .product(name: "PropertyBased", package: "swift-property-based")]
         ),
     ],

@@ -1,7 +1,7 @@
 /*
- * meter-check: accuracy and cost of sm_meter (Sources/CAudio/meter.c).
+ * meter-check: accuracy and cost of sm_meter (Sources/CLoudness/meter.c).
  *
- *   gcc -O2 meter-check.c ../Sources/CAudio/meter.c -lmpg123 -lebur128 -lm -o meter-check
+ *   gcc -O2 -I../Sources/CLoudness/include meter-check.c ../Sources/CLoudness/meter.c -lmpg123 -lebur128 -lm -o meter-check
  *
  *   meter-check test              synthetic signals against libebur128 and a full 4x reference
  *   meter-check check FILE...     MP3s decoded by libmpg123, the same comparisons
@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../Sources/CAudio/meter.h.txt"
+#include "../Sources/CLoudness/include/cloudness.h"
 
 extern char **environ;
 

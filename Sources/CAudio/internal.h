@@ -1,8 +1,20 @@
+/*
+ * CAudio's insides shared between its files: the ring's layout (ring.c), the output's
+ * state (output.c runs the thread on it, control.c opens it and answers the other
+ * threads), and the futex the two sides wake each other with.
+ */
 #ifndef CAUDIO_INTERNAL_H
 #define CAUDIO_INTERNAL_H
+#include "backend.h"
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 struct sm_ring {
     /* Producer and consumer indices on their own cache lines. */
@@ -14,25 +26,109 @@ struct sm_ring {
     uint32_t channels;
 };
 
-/* Native PulseAudio playback (pulse.c), driven by the output thread like an ALSA PCM.
- * States are SND_PCM_STATE_* values; errors are negative errno values. */
-typedef struct sm_pulse sm_pulse;
-int sm_pulse_available(void);
-/* Connects to the server and opens a float stereo stream on `sink` (NULL: the default
- * sink). The buffer and period are asked for and updated to what the server gave.
- * Underruns while running are counted in *underflows. NULL with `message` on failure. */
-sm_pulse *sm_pulse_open(const char *sink, uint32_t rate, uint32_t *buffer_frames, uint32_t *period_frames,
-                        _Atomic uint32_t *underflows, char *message, size_t message_size);
-void sm_pulse_close(sm_pulse *p);
-const char *sm_pulse_error(const sm_pulse *p);
-int sm_pulse_state(sm_pulse *p);
-long sm_pulse_avail(sm_pulse *p);
-long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n);
-int sm_pulse_delay(sm_pulse *p, long *frames);
-long sm_pulse_rewindable(sm_pulse *p);
-long sm_pulse_rewind(sm_pulse *p, unsigned long frames);
-int sm_pulse_pause(sm_pulse *p, int enable);
-int sm_pulse_drop(sm_pulse *p);
-int sm_pulse_prepare(sm_pulse *p);
-int sm_pulse_drain(sm_pulse *p);
+#define MAX_SEGMENTS 64
+
+typedef struct segment {
+    uint64_t dev_start;
+    uint64_t ring_start;
+    uint64_t len;
+} segment;
+
+enum run_state { ST_RUNNING = 0, ST_PAUSED = 1, ST_DRAINED = 2, ST_FAILED = 3 };
+
+struct sm_output {
+    sm_backend *dev;      /* the device (alsa.c, pulse.c) */
+    sm_ring *ring;
+    sm_output_info info;
+    char device[128];     /* as named in messages */
+    int want_realtime;
+    int rt_priority;
+
+    /* Buffers, all allocated in sm_output_open. */
+    float *fbuf;          /* period frames of float audio */
+    void *obuf;           /* the same, converted to the device format */
+    float *hist;          /* the last hist_cap ring frames handed to the device */
+    uint32_t hist_cap;    /* power of two */
+    uint32_t hist_valid;  /* frames in hist that are contiguous up to next_ring */
+
+    /* Thread-private accounting. */
+    uint64_t dev_pos;
+    uint64_t next_ring;   /* ring index of the next ring frame for the device */
+    uint64_t replay_to;   /* after a rewind: [next_ring, replay_to) comes from hist */
+    segment seg[MAX_SEGMENTS];
+    uint32_t seg_count;
+    float gain;           /* ramp gain applied to ring frames */
+    float gain_target;
+    float gain_step;
+    uint32_t ramp_frames;
+    uint32_t pause_tail;  /* zeros written after a pause's fade */
+    uint32_t pause_left;  /* the device pauses once no more of them than this are queued */
+    uint32_t resume_lead; /* silence written before a resume's fade-in */
+    uint32_t dither;
+    int state;
+    int draining;
+    uint64_t drain_end;   /* the drain plays the ring up to this index, then ends the stream */
+    int fading;
+    uint32_t handled_seq;
+    uint32_t loop_seq;    /* the drain or fade the loop is finishing */
+
+    pthread_t thread;
+    int thread_started;
+    _Atomic int quit;
+
+    /* Control: one request slot. */
+    _Atomic int req_type;
+    _Atomic uint32_t req_arg;
+    _Atomic uint32_t req_seq;
+    _Atomic uint32_t done_seq;
+    _Atomic uint64_t drain_at;         /* the ring's write index when a drain was posted */
+
+    /* Wake-ups. */
+    _Atomic uint32_t data_counter;     /* producer -> consumer */
+    _Atomic int consumer_waiting;
+    _Atomic uint32_t space_counter;    /* consumer -> producer */
+    _Atomic int producer_waiting;
+    _Atomic int producer_poked;        /* a command woke the producer */
+    _Atomic uint32_t producer_want;    /* frames of space the producer waits for */
+
+    /* Published state. */
+    _Atomic uint64_t played_index;    /* with clock_ns and clock_limit under clock_seq */
+    _Atomic uint64_t clock_ns;        /* CLOCK_MONOTONIC when played_index was heard; 0: hold */
+    _Atomic uint64_t clock_limit;     /* the extrapolation stops here (end of what was written) */
+    _Atomic uint32_t clock_seq;       /* odd while the three are being written (a seqlock) */
+    _Atomic uint64_t stop_index;
+    _Atomic uint64_t st_frames_written;
+    _Atomic uint64_t st_silence_frames;
+    _Atomic uint32_t st_silence_events;
+    _Atomic uint32_t st_rewinds;
+    _Atomic int st_realtime;
+    _Atomic int st_rt_errno;
+    _Atomic int st_paced;
+    _Atomic int st_failed;
+    sm_error last_error;               /* written by the thread before st_failed is set */
+};
+
+/* The output thread (output.c). */
+void *sm_output_thread_main(void *arg);
+
+static inline int sm_futex_wait(_Atomic uint32_t *addr, uint32_t expected, int timeout_ms) {
+    struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+    return (int)syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, expected,
+                        timeout_ms >= 0 ? &ts : NULL, NULL, 0);
+}
+
+static inline void sm_futex_wake(_Atomic uint32_t *addr) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static inline uint64_t sm_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline size_t sm_format_bytes(int format) {
+    return format == SM_FORMAT_S16 ? 2 : 4;
+}
+
 #endif

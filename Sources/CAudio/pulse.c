@@ -1,6 +1,6 @@
 /*
- * A native PulseAudio playback stream for the output thread (output.c), used for the
- * device names "pulse" and "pulse:SINK".
+ * The PulseAudio backend (sm_backend, see backend.h): a native playback stream, used for
+ * the device names "pulse" and "pulse:SINK" (device.c).
  *
  * Why not ALSA's pulse plugin: the plugin hands every write to the server at once and
  * cannot take it back (snd_pcm_rewind moves a pointer only), so on it a deep buffer
@@ -13,19 +13,17 @@
  * libpulse is loaded with dlopen when a pulse device is opened, so a Raspberry Pi
  * without a sound server needs neither libpulse nor its dependencies.
  *
- * The calls mirror the ALSA calls output.c makes: a state in ALSA's terms, writes that
- * never block (the output thread writes only what avail says fits), the delay (frames
- * queued before a frame written now is heard), rewind (the next write goes back over
- * queued audio), drop (cork and flush), prepare (uncork) and drain. Server callbacks
- * run on libpulse's own thread and only signal or count.
+ * The calls: a state, writes (the output thread writes only what avail says fits), the
+ * delay (frames queued before a frame written now is heard), rewind (the next write goes
+ * back over queued audio), pause (cork), drop (cork and flush), prepare (uncork) and
+ * drain. Server callbacks run on libpulse's own thread and only signal or count.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "backend.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <alsa/asoundlib.h>
 #include <pulse/pulseaudio.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,18 +70,18 @@ int sm_pulse_available(void) {
     return pa_loaded == 1;
 }
 
-struct sm_pulse {
+typedef struct sm_pulse {
+    sm_backend base;
     pa_threaded_mainloop *ml;
     pa_context *ctx;
     pa_stream *st;
     uint32_t rate;
     size_t frame_bytes;
     int64_t seek_bytes;        /* a rewind not yet applied: the next write's offset */
-    int state;                 /* SND_PCM_STATE_* as output.c expects */
+    sm_dev_state state;
     int uncork_pending;        /* resumed: uncork right after the next write */
-    _Atomic uint32_t *underflows;
     char error[200];
-};
+} sm_pulse;
 
 static void context_cb(pa_context *c, void *u) {
     (void)c;
@@ -109,9 +107,9 @@ static void write_cb(pa_stream *s, size_t n, void *u) {
 static void underflow_cb(pa_stream *s, void *u) {
     (void)s;
     sm_pulse *p = u;
-    if (p->state != SND_PCM_STATE_RUNNING) return;
-    if (p->underflows) atomic_fetch_add_explicit(p->underflows, 1, memory_order_relaxed);
-    p->state = SND_PCM_STATE_PREPARED;
+    if (p->state != SM_DEV_RUNNING) return;
+    atomic_fetch_add_explicit(&p->base.xruns, 1, memory_order_relaxed);
+    p->state = SM_DEV_PREPARED;
     pa.pa_threaded_mainloop_signal(p->ml, 0);
 }
 
@@ -120,7 +118,7 @@ static void underflow_cb(pa_stream *s, void *u) {
 static void started_cb(pa_stream *s, void *u) {
     (void)s;
     sm_pulse *p = u;
-    if (p->state == SND_PCM_STATE_PREPARED) p->state = SND_PCM_STATE_RUNNING;
+    if (p->state == SM_DEV_PREPARED) p->state = SM_DEV_RUNNING;
     pa.pa_threaded_mainloop_signal(p->ml, 0);
 }
 
@@ -132,8 +130,8 @@ static int alive(sm_pulse *p) {
 }
 
 static void note_failure(sm_pulse *p) {
-    if (p->state == SND_PCM_STATE_DISCONNECTED) return;
-    p->state = SND_PCM_STATE_DISCONNECTED;
+    if (p->state == SM_DEV_LOST) return;
+    p->state = SM_DEV_LOST;
     int err = p->ctx ? pa.pa_context_errno(p->ctx) : PA_ERR_UNKNOWN;
     snprintf(p->error, sizeof p->error, "%s", pa.pa_strerror(err ? err : PA_ERR_CONNECTIONTERMINATED));
 }
@@ -165,7 +163,8 @@ static void op_done_cb(pa_stream *s, int success, void *u) {
     pa.pa_threaded_mainloop_signal(p->ml, 0);
 }
 
-void sm_pulse_close(sm_pulse *p) {
+static void pulse_close(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     if (!p) return;
     if (p->ml) pa.pa_threaded_mainloop_stop(p->ml);
     if (p->st) {
@@ -185,117 +184,24 @@ void sm_pulse_close(sm_pulse *p) {
     free(p);
 }
 
-sm_pulse *sm_pulse_open(const char *sink, uint32_t rate, uint32_t *buffer_frames, uint32_t *period_frames,
-                        _Atomic uint32_t *underflows, char *message, size_t message_size) {
-    if (!sm_pulse_available()) {
-        snprintf(message, message_size, "PulseAudio's client library is not installed (%s)", pa_load_error);
-        return NULL;
-    }
-    sm_pulse *p = calloc(1, sizeof *p);
-    if (!p) { snprintf(message, message_size, "out of memory"); return NULL; }
-    p->rate = rate;
-    p->frame_bytes = 2 * sizeof(float);
-    p->underflows = underflows;
-    p->state = SND_PCM_STATE_OPEN;
-    p->ml = pa.pa_threaded_mainloop_new();
-    if (!p->ml) { snprintf(message, message_size, "out of memory"); free(p); return NULL; }
-    p->ctx = pa.pa_context_new(pa.pa_threaded_mainloop_get_api(p->ml), "stillmoment");
-    if (!p->ctx) { snprintf(message, message_size, "out of memory"); sm_pulse_close(p); return NULL; }
-    pa.pa_context_set_state_callback(p->ctx, context_cb, p);
-    /* The server from PULSE_SERVER or the user's session, as every client finds it;
-     * never start one (a daemon must not spawn a sound server behind the user's back). */
-    if (pa.pa_context_connect(p->ctx, NULL, PA_CONTEXT_NOAUTOSPAWN, NULL) < 0) {
-        snprintf(message, message_size, "cannot connect to the PulseAudio server: %s",
-                 pa.pa_strerror(pa.pa_context_errno(p->ctx)));
-        sm_pulse_close(p);
-        return NULL;
-    }
-    if (pa.pa_threaded_mainloop_start(p->ml) < 0) {
-        snprintf(message, message_size, "cannot start PulseAudio's client thread");
-        sm_pulse_close(p);
-        return NULL;
-    }
-    pa.pa_threaded_mainloop_lock(p->ml);
-    pa_context_state_t cs;
-    while ((cs = pa.pa_context_get_state(p->ctx)) != PA_CONTEXT_READY) {
-        if (!PA_CONTEXT_IS_GOOD(cs)) {
-            snprintf(message, message_size, "cannot connect to the PulseAudio server: %s",
-                     pa.pa_strerror(pa.pa_context_errno(p->ctx)));
-            pa.pa_threaded_mainloop_unlock(p->ml);
-            sm_pulse_close(p);
-            return NULL;
-        }
-        pa.pa_threaded_mainloop_wait(p->ml);
-    }
-    pa_sample_spec ss = { .format = PA_SAMPLE_FLOAT32LE, .rate = rate, .channels = 2 };
-    p->st = pa.pa_stream_new(p->ctx, "meditation", &ss, NULL);
-    if (!p->st) {
-        snprintf(message, message_size, "PulseAudio refused the stream: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
-        pa.pa_threaded_mainloop_unlock(p->ml);
-        sm_pulse_close(p);
-        return NULL;
-    }
-    pa.pa_stream_set_state_callback(p->st, stream_cb, p);
-    pa.pa_stream_set_write_callback(p->st, write_cb, p);
-    pa.pa_stream_set_underflow_callback(p->st, underflow_cb, p);
-    pa.pa_stream_set_started_callback(p->st, started_cb, p);
-    /* tlength is the whole latency (ADJUST_LATENCY), minreq the wake-up size, and the
-     * server starts playing once all but one period is queued (ALSA's start threshold). */
-    uint32_t tlength = (uint32_t)(*buffer_frames * p->frame_bytes);
-    uint32_t minreq = (uint32_t)(*period_frames * p->frame_bytes);
-    pa_buffer_attr attr = {
-        .maxlength = (uint32_t)-1,
-        .tlength = tlength,
-        .prebuf = tlength > minreq ? tlength - minreq : minreq,
-        .minreq = minreq,
-        .fragsize = (uint32_t)-1,
-    };
-    pa_stream_flags_t flags = PA_STREAM_INTERPOLATE_TIMING | PA_STREAM_AUTO_TIMING_UPDATE | PA_STREAM_ADJUST_LATENCY;
-    const char *dev = (sink && *sink) ? sink : NULL;
-    if (pa.pa_stream_connect_playback(p->st, dev, &attr, flags, NULL, NULL) < 0) {
-        snprintf(message, message_size, "PulseAudio refused the stream: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
-        pa.pa_threaded_mainloop_unlock(p->ml);
-        sm_pulse_close(p);
-        return NULL;
-    }
-    pa_stream_state_t ss_state;
-    while ((ss_state = pa.pa_stream_get_state(p->st)) != PA_STREAM_READY) {
-        if (!PA_STREAM_IS_GOOD(ss_state) || pa.pa_context_get_state(p->ctx) != PA_CONTEXT_READY) {
-            int err = pa.pa_context_errno(p->ctx);
-            if (err == PA_ERR_NOENTITY && dev)
-                snprintf(message, message_size, "PulseAudio has no sink named '%s' (see: pactl list short sinks)", dev);
-            else
-                snprintf(message, message_size, "PulseAudio refused the stream: %s", pa.pa_strerror(err));
-            pa.pa_threaded_mainloop_unlock(p->ml);
-            sm_pulse_close(p);
-            return NULL;
-        }
-        pa.pa_threaded_mainloop_wait(p->ml);
-    }
-    const pa_buffer_attr *got = pa.pa_stream_get_buffer_attr(p->st);
-    if (got) {
-        *buffer_frames = (uint32_t)(got->tlength / p->frame_bytes);
-        *period_frames = (uint32_t)(got->minreq / p->frame_bytes);
-    }
-    p->state = SND_PCM_STATE_PREPARED;
-    pa.pa_threaded_mainloop_unlock(p->ml);
-    return p;
-}
-
-const char *sm_pulse_error(const sm_pulse *p) {
+static const char *pulse_strerror(sm_backend *b, int err) {
+    (void)err;
+    sm_pulse *p = (sm_pulse *)b;
     return p->error[0] ? p->error : "the connection to the server was lost";
 }
 
-int sm_pulse_state(sm_pulse *p) {
+static sm_dev_state pulse_state(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     if (!alive(p)) note_failure(p);
-    int s = p->state;
+    sm_dev_state s = p->state;
     pa.pa_threaded_mainloop_unlock(p->ml);
     return s;
 }
 
 /* Frames that can be written now. */
-long sm_pulse_avail(sm_pulse *p) {
+static long pulse_avail(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     long n = -ENODEV;
     if (alive(p)) {
@@ -309,7 +215,8 @@ long sm_pulse_avail(sm_pulse *p) {
 }
 
 /* Writes all n frames (a blocking write, as snd_pcm_writei in blocking mode). */
-long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n) {
+static long pulse_write(sm_backend *b, const void *frames, uint32_t n) {
+    sm_pulse *p = (sm_pulse *)b;
     const char *src = (const char *)frames;
     size_t left = n * p->frame_bytes;
     pa.pa_threaded_mainloop_lock(p->ml);
@@ -339,8 +246,9 @@ long sm_pulse_write(sm_pulse *p, const float *frames, uint32_t n) {
     return (long)n;
 }
 
-/* Frames between the write position and the frame heard now (snd_pcm_delay). */
-int sm_pulse_delay(sm_pulse *p, long *frames) {
+/* Frames between the write position and the frame heard now. */
+static int pulse_delay(sm_backend *b, long *frames) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     int r = 0;
     pa_usec_t usec = 0;
@@ -358,66 +266,201 @@ int sm_pulse_delay(sm_pulse *p, long *frames) {
  * server rewinds its sink to render the overwritten part; 10 ms covers the request's
  * trip and the sink's own safety margin (40 pauses in a row faded cleanly at the null
  * sink's monitor, heard 19-29 ms after the command). */
-long sm_pulse_rewindable(sm_pulse *p) {
+static long pulse_rewindable(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     long d = 0;
-    if (sm_pulse_delay(p, &d) < 0) return 0;
+    if (pulse_delay(b, &d) < 0) return 0;
     long guard = (long)(p->rate / 100);
     return d > guard ? d - guard : 0;
 }
 
-long sm_pulse_rewind(sm_pulse *p, unsigned long frames) {
+static long pulse_rewind(sm_backend *b, unsigned long frames) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     p->seek_bytes -= (int64_t)(frames * p->frame_bytes);
     pa.pa_threaded_mainloop_unlock(p->ml);
     return (long)frames;
 }
 
-/* snd_pcm_pause. Pausing corks the stream where it is (the output thread pauses once
- * its fade has been heard); resuming uncorks it with the next write. (Corking is the
- * server's own pause. A flushed stream instead restarts through its start threshold,
- * and PulseAudio 16 was seen to skip the first ms of a restart: the fade-in.) */
-int sm_pulse_pause(sm_pulse *p, int enable) {
+/* Pausing corks the stream where it is (the output thread pauses once its fade has been
+ * heard); resuming uncorks it with the next write. (Corking is the server's own pause.
+ * A flushed stream instead restarts through its start threshold, and PulseAudio 16 was
+ * seen to skip the first ms of a restart: the fade-in.) */
+static int pulse_pause(sm_backend *b, int enable) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     int r = 0;
     if (enable) {
         p->uncork_pending = 0;
         r = finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
-        if (r == 0) p->state = SND_PCM_STATE_PAUSED;
-    } else if (p->state == SND_PCM_STATE_PAUSED) {
-        p->state = SND_PCM_STATE_RUNNING;
+        if (r == 0) p->state = SM_DEV_PAUSED;
+    } else if (p->state == SM_DEV_PAUSED) {
+        p->state = SM_DEV_RUNNING;
         p->uncork_pending = 1;
     }
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
 
-/* snd_pcm_drop: stop at once and forget what is queued. */
-int sm_pulse_drop(sm_pulse *p) {
+/* Stop at once and forget what is queued. */
+static int pulse_drop(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     p->seek_bytes = 0;
     p->uncork_pending = 0;
-    p->state = SND_PCM_STATE_SETUP;
+    p->state = SM_DEV_STOPPED;
     int r = finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
     if (r == 0) r = finish(p, pa.pa_stream_flush(p->st, op_done_cb, p));
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
 
-/* snd_pcm_prepare: ready to play again; the server starts once enough is queued. */
-int sm_pulse_prepare(sm_pulse *p) {
+/* Ready to play again; the server starts once enough is queued. */
+static int pulse_prepare(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     int r = finish(p, pa.pa_stream_cork(p->st, 0, op_done_cb, p));
-    if (r == 0) p->state = SND_PCM_STATE_PREPARED;
+    if (r == 0) p->state = SM_DEV_PREPARED;
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
 
-/* snd_pcm_drain: returns when everything written has been played. */
-int sm_pulse_drain(sm_pulse *p) {
+/* Returns when everything written has been played. */
+static int pulse_drain(sm_backend *b) {
+    sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
-    p->state = SND_PCM_STATE_DRAINING;
+    p->state = SM_DEV_DRAINING;
     int r = finish(p, pa.pa_stream_drain(p->st, op_done_cb, p));
-    if (r == 0) p->state = SND_PCM_STATE_SETUP;
+    if (r == 0) p->state = SM_DEV_STOPPED;
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
+}
+
+/* A failed write: the connection is gone (writes fail for nothing else); underruns are
+ * the server's to recover and are counted by underflow_cb. */
+static int pulse_recover(sm_backend *b, int err) {
+    if (err == -EPIPE) atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
+    else if (err == -ESTRPIPE) atomic_fetch_add_explicit(&b->suspends, 1, memory_order_relaxed);
+    return pulse_state(b) == SM_DEV_LOST ? -ENODEV : 0;
+}
+
+static const sm_backend_ops pulse_ops = {
+    .state = pulse_state, .avail = pulse_avail, .write = pulse_write, .delay = pulse_delay,
+    .rewindable = pulse_rewindable, .rewind = pulse_rewind, .pause = pulse_pause, .drop = pulse_drop,
+    .prepare = pulse_prepare, .drain = pulse_drain, .recover = pulse_recover, .strerror = pulse_strerror,
+    .close = pulse_close,
+};
+
+/* The server's answer, in the error (lock held, or before the thread runs). */
+static sm_backend *refuse(sm_pulse *p, sm_error *e, int locked, const char *fmt, const char *detail) {
+    sm_set_error(e, SM_ERR_NO_DEVICE, 0, fmt, detail);
+    if (e) e->sound_server = 1;
+    if (locked) pa.pa_threaded_mainloop_unlock(p->ml);
+    pulse_close(&p->base);
+    return NULL;
+}
+
+/* A native PulseAudio stream: the default buffer is deep (the server takes back what is
+ * queued, so control stays instant) and its wake-ups are few. */
+#define PULSE_BUFFER_US 500000
+
+/* Connects to the server and opens a float stereo stream on c->name (NULL: the default
+ * sink). On failure the error's message says why, without naming the device. */
+sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
+    if (!sm_pulse_available()) {
+        sm_set_error(e, SM_ERR_NO_DEVICE, 0, "PulseAudio's client library is not installed (%s)", pa_load_error);
+        if (e) e->sound_server = 1;
+        return NULL;
+    }
+    sm_pulse *p = calloc(1, sizeof *p);
+    if (!p) { sm_set_error(e, SM_ERR_MEMORY, 0, "out of memory"); return NULL; }
+    p->base.ops = &pulse_ops;
+    p->base.name = "pulse";
+    p->base.label = "PulseAudio";
+    uint32_t rate = c->rate ? c->rate : 44100;
+    uint32_t buffer_us = c->buffer_us ? c->buffer_us : PULSE_BUFFER_US;
+    uint32_t periods = c->periods ? c->periods : 4;
+    uint32_t buffer_frames = (uint32_t)((uint64_t)rate * buffer_us / 1000000);
+    uint32_t period_frames = buffer_frames / periods;
+    p->rate = rate;
+    p->frame_bytes = 2 * sizeof(float);
+    p->state = SM_DEV_STOPPED;
+    p->ml = pa.pa_threaded_mainloop_new();
+    if (!p->ml) return refuse(p, e, 0, "%s", "out of memory");
+    p->ctx = pa.pa_context_new(pa.pa_threaded_mainloop_get_api(p->ml), "stillmoment");
+    if (!p->ctx) return refuse(p, e, 0, "%s", "out of memory");
+    pa.pa_context_set_state_callback(p->ctx, context_cb, p);
+    /* The server from PULSE_SERVER or the user's session, as every client finds it;
+     * never start one (a daemon must not spawn a sound server behind the user's back). */
+    if (pa.pa_context_connect(p->ctx, NULL, PA_CONTEXT_NOAUTOSPAWN, NULL) < 0)
+        return refuse(p, e, 0, "cannot connect to the PulseAudio server: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+    if (pa.pa_threaded_mainloop_start(p->ml) < 0)
+        return refuse(p, e, 0, "%s", "cannot start PulseAudio's client thread");
+    pa.pa_threaded_mainloop_lock(p->ml);
+    pa_context_state_t cs;
+    while ((cs = pa.pa_context_get_state(p->ctx)) != PA_CONTEXT_READY) {
+        if (!PA_CONTEXT_IS_GOOD(cs))
+            return refuse(p, e, 1, "cannot connect to the PulseAudio server: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+        pa.pa_threaded_mainloop_wait(p->ml);
+    }
+    pa_sample_spec ss = { .format = PA_SAMPLE_FLOAT32LE, .rate = rate, .channels = 2 };
+    p->st = pa.pa_stream_new(p->ctx, "meditation", &ss, NULL);
+    if (!p->st)
+        return refuse(p, e, 1, "PulseAudio refused the stream: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+    pa.pa_stream_set_state_callback(p->st, stream_cb, p);
+    pa.pa_stream_set_write_callback(p->st, write_cb, p);
+    pa.pa_stream_set_underflow_callback(p->st, underflow_cb, p);
+    pa.pa_stream_set_started_callback(p->st, started_cb, p);
+    /* tlength is the whole latency (ADJUST_LATENCY), minreq the wake-up size, and the
+     * server starts playing once all but one period is queued (ALSA's start threshold). */
+    uint32_t tlength = (uint32_t)(buffer_frames * p->frame_bytes);
+    uint32_t minreq = (uint32_t)(period_frames * p->frame_bytes);
+    pa_buffer_attr attr = {
+        .maxlength = (uint32_t)-1,
+        .tlength = tlength,
+        .prebuf = tlength > minreq ? tlength - minreq : minreq,
+        .minreq = minreq,
+        .fragsize = (uint32_t)-1,
+    };
+    pa_stream_flags_t flags = PA_STREAM_INTERPOLATE_TIMING | PA_STREAM_AUTO_TIMING_UPDATE | PA_STREAM_ADJUST_LATENCY;
+    const char *dev = (c->name && *c->name) ? c->name : NULL;
+    if (pa.pa_stream_connect_playback(p->st, dev, &attr, flags, NULL, NULL) < 0)
+        return refuse(p, e, 1, "PulseAudio refused the stream: %s", pa.pa_strerror(pa.pa_context_errno(p->ctx)));
+    pa_stream_state_t ss_state;
+    while ((ss_state = pa.pa_stream_get_state(p->st)) != PA_STREAM_READY) {
+        if (!PA_STREAM_IS_GOOD(ss_state) || pa.pa_context_get_state(p->ctx) != PA_CONTEXT_READY) {
+            int err = pa.pa_context_errno(p->ctx);
+            if (err == PA_ERR_NOENTITY && dev)
+                return refuse(p, e, 1, "PulseAudio has no sink named '%s' (see: pactl list short sinks)", dev);
+            return refuse(p, e, 1, "PulseAudio refused the stream: %s", pa.pa_strerror(err));
+        }
+        pa.pa_threaded_mainloop_wait(p->ml);
+    }
+    const pa_buffer_attr *got = pa.pa_stream_get_buffer_attr(p->st);
+    if (got) {
+        buffer_frames = (uint32_t)(got->tlength / p->frame_bytes);
+        period_frames = (uint32_t)(got->minreq / p->frame_bytes);
+    }
+    p->state = SM_DEV_PREPARED;
+    pa.pa_threaded_mainloop_unlock(p->ml);
+
+    sm_backend_info *info = &p->base.info;
+    info->rate = rate;
+    info->buffer_frames = buffer_frames;
+    info->period_frames = period_frames ? period_frames : buffer_frames / 4;
+    info->format = SM_FORMAT_FLOAT;
+    info->can_pause = 1;        /* corks the stream */
+    info->can_rewind = 1;
+    info->sound_server = 1;
+    /* PulseAudio takes back what its sink has mixed ahead when a stream is corked, and its
+     * clock is an estimate: 60 ms of zeros after a pause's fade, corked when half are left,
+     * so that what a cork takes back is silence, never the end of the fade (cut in 5 of 20
+     * pauses otherwise). It rewinds its sink to start a resumed stream at once, and up to
+     * 3 ms of it were seen missing: 10 ms of silence lead the fade-in. */
+    uint32_t ramp = sm_ramp_frames(rate);
+    info->pause_tail_frames = 12 * ramp;
+    if (info->pause_tail_frames > info->period_frames) info->pause_tail_frames = info->period_frames;
+    info->pause_left_frames = info->pause_tail_frames / 2;
+    info->resume_lead_frames = 2 * ramp;
+    return &p->base;
 }

@@ -1,4 +1,5 @@
 import CAudio
+import CFileIO
 import Glibc
 
 /// Writes interleaved stereo float frames to a WAV file: 32-bit float (WAVE_FORMAT_IEEE_FLOAT)

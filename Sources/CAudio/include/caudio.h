@@ -3,14 +3,20 @@
  *
  * - sm_ring:   a lock-free single-producer/single-consumer ring of interleaved float
  *              frames (power-of-two capacity, C11 acquire/release on the indices).
- * - sm_output: an output thread that reads the ring and writes an ALSA PCM with
- *              snd_pcm_writei (or a native PulseAudio stream, see pulse.c). It never allocates, never locks and never calls into
- *              Swift inside its loop. Control requests (pause, resume, flush, drain) are
- *              posted through atomics and acknowledged through a futex.
+ * - sm_output: an output thread that reads the ring and writes a sound device through
+ *              one backend interface (backend.h: an ALSA PCM, alsa.c, or a native
+ *              PulseAudio stream, pulse.c; device.c picks one by the device name). It
+ *              never allocates, never locks and never calls into Swift inside its loop.
+ *              Control requests (pause, resume, flush, drain, fade) are posted through
+ *              atomics and acknowledged through a futex.
+ *
+ * Files: ring.c, output.c (the thread: ring consumption, ramps, clock accounting),
+ * control.c (open, close, requests, waits, clock and statistics for other threads),
+ * convert.c (float to S16/S32), device.c, alsa.c, pulse.c.
  *
  * Indices ("ring index") count frames ever written to / read from the ring; they are
  * 64-bit and never wrap in practice. The engine clock is the ring index of the frame
- * the listener hears now (sm_output_played_index), derived from snd_pcm_delay.
+ * the listener hears now (sm_output_played_index), derived from the device's delay.
  */
 #ifndef CAUDIO_H
 #define CAUDIO_H
@@ -159,12 +165,6 @@ uint32_t sm_output_wait_writable(sm_output *out, uint32_t frames, int timeout_ms
 /* Wakes a producer waiting in sm_output_wait_writable (a command for it to handle). */
 void sm_output_wake_producer(sm_output *out);
 
-/* Starts writeback of a written file range without waiting (sync_file_range), so a
- * long file's final fsync has only the tail to wait for. Returns 0 or -errno. */
-int sm_file_start_writeback(int fd, int64_t offset, int64_t length);
-/* O_DIRECT on this platform (its value differs between architectures). */
-int sm_file_direct_flag(void);
-
 /* Float to integer conversion as used by the output thread (exposed for tests). */
 void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dither_state);
 void sm_convert_s32(const float *in, int32_t *out, size_t samples);
@@ -172,38 +172,5 @@ void sm_convert_s32(const float *in, int32_t *out, size_t samples);
 #ifdef __cplusplus
 }
 #endif
-/* --------------------------------------------------------------- meter */
-
-/* Integrated loudness and true peak of a whole programme, in one pass (meter.c).
- *
- * Loudness: ITU-R BS.1770-4 / EBU R128 (K-weighting, 400-ms blocks with 75 % overlap,
- * absolute gate -70 LUFS, relative gate -10 LU); agrees with libebur128's
- * EBUR128_MODE_I to about 1e-10 LU. Channel weights follow libebur128's default map:
- * L R C LFE Ls Rs = 1 1 1 0 1.41 1.41; four channels are L R Ls Rs, five L R C Ls Rs.
- *
- * True peak: BS.1770-4 Annex 2, 4x oversampling with the standard's 48-tap filter: the
- * largest of |samples| and |interpolated values| between them. Equals oversampling
- * everything (to float rounding), though only blocks that could hold a new peak are
- * oversampled. The standard's filter reads up to ~0.2 dB above a pure tone's crest
- * above a few kHz, and its grid (1/8, 3/8, 5/8, 7/8 of a sample) can miss a crest by
- * 1/8 sample; libebur128's own filter reads such signals a few tenths of a dB apart.
- *
- * Memory: about 4 KB per channel, plus 8 bytes per 100 ms of programme louder than
- * -70 LUFS (0.3 MB per hour). No shared state between meters; a meter is used from
- * one thread at a time. */
-
-typedef struct sm_meter sm_meter;
-
-/* 1 to 8 channels, 8000 to 192000 Hz. NULL on bad arguments or out of memory. */
-sm_meter *sm_meter_new(int channels, int sample_rate);
-/* Interleaved frames, in any number of calls of any size. */
-void sm_meter_add(sm_meter *m, const float *interleaved, size_t frames);
-/* Integrated loudness in LUFS. Returns 0; -1 when no block passed the gates (silence,
- * or less than 400 ms of audio); -2 if memory ran out for the block energies. */
-int sm_meter_loudness(const sm_meter *m, double *lufs);
-/* Linear true peak, the largest over the channels, of everything added so far (the
- * signal taken to end with the last frame added; adding more afterwards is fine). */
-double sm_meter_true_peak(const sm_meter *m);
-void sm_meter_free(sm_meter *m);
 
 #endif

@@ -1,12 +1,12 @@
-import CAudio
 import Glibc
 import StillMomentAudio
 
 /// One pass over a file's audio: the exact length (what really decodes), the integrated
 /// loudness (EBU R128) and the true peak (BS.1770-4), turned into a gain to -16 LUFS that
-/// keeps the true peak under -1 dBTP. Both are measured by CAudio's `sm_meter`, which the
-/// tests hold to libebur128 (loudness) and to full 4x oversampling (true peak); it costs
-/// about a tenth of the decoding, where libebur128 cost seven tenths.
+/// keeps the true peak under -1 dBTP. Both are measured by the audio layer's
+/// `LoudnessMeter`, which the tests hold to libebur128 (loudness) and to full 4x
+/// oversampling (true peak); it costs about a tenth of the decoding, where libebur128 cost
+/// seven tenths.
 public struct AudioAnalysis: Sendable, Equatable {
     public let frames: Int64
     public let sampleRate: Int
@@ -20,10 +20,7 @@ public struct AudioAnalysis: Sendable, Equatable {
     /// Decodes all of `decoder`, calling `progress` with the fraction done now and then.
     public static func run(_ decoder: any AudioDecoder, progress: (Double) -> Void = { _ in }) throws(AudioError) -> AudioAnalysis {
         let fmt = decoder.format
-        guard let meter = sm_meter_new(Int32(fmt.channels), Int32(fmt.sampleRate)) else {
-            throw AudioError.invalidArgument("cannot measure loudness at \(fmt)")
-        }
-        defer { sm_meter_free(meter) }
+        let meter = try LoudnessMeter(channels: fmt.channels, sampleRate: fmt.sampleRate)
         let chunk = 16384
         var buffer = [Float](repeating: 0, count: chunk * fmt.channels)
         var frames: Int64 = 0
@@ -33,7 +30,7 @@ public struct AudioAnalysis: Sendable, Equatable {
             let n = try buffer.withStorage { (buf) throws(AudioError) -> Int in
                 guard let base = buf.baseAddress else { return 0 }
                 let n = try decoder.read(into: base, frames: chunk)
-                if n > 0 { sm_meter_add(meter, base, n) }
+                meter.add(base, frames: n)
                 return n
             }
             if n == 0 { break }
@@ -43,11 +40,8 @@ public struct AudioAnalysis: Sendable, Equatable {
                 progress(min(1, Double(frames) / Double(expected)))
             }
         }
-        var lufs = 0.0
-        let measured = sm_meter_loudness(meter, &lufs)
-        if measured == -2 { throw AudioError.invalidArgument("out of memory while measuring the loudness") }
-        let loudness: Double? = measured == 0 && lufs.isFinite ? lufs : nil
-        let peak = sm_meter_true_peak(meter)
+        let loudness = try meter.loudness()
+        let peak = meter.truePeak
         let peakDB = peak > 0 ? 20 * log10(peak) : -.infinity
         var gain = loudness.map { targetLoudness - $0 } ?? 0
         if peakDB.isFinite { gain = min(gain, peakCeiling - peakDB) }

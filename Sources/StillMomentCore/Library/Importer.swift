@@ -1,4 +1,3 @@
-import CAudio
 import FoundationEssentials
 import Glibc
 import GRDB
@@ -361,7 +360,7 @@ final class TempCopy: @unchecked Sendable {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 4096)
         defer { buffer.deallocate() }
         let flags = fcntl(fd, F_GETFL)
-        var direct = fcntl(fd, F_SETFL, flags | sm_file_direct_flag()) == 0
+        var direct = fcntl(fd, F_SETFL, flags | FileIO.directFlag) == 0
         var offset: UInt64 = 0
         while true {
             let n: Int

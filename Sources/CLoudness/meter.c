@@ -52,7 +52,7 @@
 #include <arm_neon.h>
 #endif
 
-#include "caudio.h"
+#include "cloudness.h"
 
 enum {
     MAX_CHANNELS = 8,

@@ -1,5 +1,6 @@
+/* CFileIO: O_DIRECT and writeback for the store and the WAV writer (see cfileio.h). */
 #define _GNU_SOURCE
-#include "caudio.h"
+#include "cfileio.h"
 #include <errno.h>
 #include <fcntl.h>
 

@@ -1,13 +1,11 @@
-import CAudio
 import CEbur128
 import Foundation
 import StillMomentAudio
 import Testing
-@testable import StillMomentCore
 
-/// CAudio's `sm_meter` (what import measures with) against the references: libebur128's
-/// integrated loudness, and true peak by oversampling every interval 4 times with the
-/// BS.1770-4 Annex 2 filter.
+/// `LoudnessMeter` (CLoudness's `sm_meter`, what import measures with) against the
+/// references: libebur128's integrated loudness, and true peak by oversampling every
+/// interval 4 times with the BS.1770-4 Annex 2 filter.
 @Suite("Loudness and true peak meter")
 struct MeterTests {
     static let phases: [[Double]] = [
@@ -51,21 +49,19 @@ struct MeterTests {
 
     /// Our meter, fed in pieces of `piece` frames.
     static func ours(_ x: [Float], channels: Int, rate: Int, piece: Int) -> (loudness: Double?, peak: Double) {
-        guard let meter = sm_meter_new(Int32(channels), Int32(rate)) else { return (nil, -1) }
-        defer { sm_meter_free(meter) }
+        guard let meter = try? LoudnessMeter(channels: channels, sampleRate: rate) else { return (nil, -1) }
         x.withUnsafeBufferPointer { buf in
             guard let base = buf.baseAddress else { return }
             var i = 0
             let frames = x.count / channels
             while i < frames {
                 let n = min(piece, frames - i)
-                sm_meter_add(meter, base + i * channels, n)
+                meter.add(base + i * channels, frames: n)
                 i += n
             }
         }
-        var lufs = 0.0
-        let loudness: Double? = sm_meter_loudness(meter, &lufs) == 0 ? lufs : nil
-        return (loudness, sm_meter_true_peak(meter))
+        let loudness = (try? meter.loudness()) ?? nil
+        return (loudness, meter.truePeak)
     }
 
     static func decode(_ name: String) throws -> (samples: [Float], channels: Int, rate: Int) {

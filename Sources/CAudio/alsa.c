@@ -1,0 +1,243 @@
+/*
+ * The ALSA backend (sm_backend, see backend.h): an ALSA PCM opened by name, configured
+ * for interleaved stereo in float, S32 or S16 (the first the device takes), with a
+ * buffer of `buffer_us` (default 100 ms) in `periods` periods. Writes block (as MPD's
+ * do); the output thread writes only what avail says fits. Underruns and suspends are
+ * recovered by the PCM's state, as MPD's ALSA output does.
+ */
+#define _GNU_SOURCE
+#include "backend.h"
+
+#include <alsa/asoundlib.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ALSA_BUFFER_US 100000
+
+typedef struct alsa_backend {
+    sm_backend base;
+    snd_pcm_t *pcm;
+    char device[128];
+} alsa_backend;
+
+static snd_pcm_t *pcm_of(sm_backend *b) { return ((alsa_backend *)b)->pcm; }
+
+/* ALSA prints its own diagnostics to stderr ("ALSA lib pcm.c:...: Unknown PCM foo").
+ * We catch the last one and put it in our error message instead. */
+static _Thread_local char alsa_last_message[160];
+
+static void alsa_error_handler(const char *file, int line, const char *function, int err,
+                               const char *fmt, ...) {
+    (void)file; (void)line; (void)function; (void)err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(alsa_last_message, sizeof alsa_last_message, fmt, ap);
+    va_end(ap);
+    /* Plugins end some messages with a newline (pulse does); ours are one line. */
+    size_t n = strlen(alsa_last_message);
+    while (n > 0 && isspace((unsigned char)alsa_last_message[n - 1])) alsa_last_message[--n] = '\0';
+}
+
+/* ------------------------------------------------------------ the calls */
+
+static sm_dev_state alsa_state(sm_backend *b) {
+    switch (snd_pcm_state(pcm_of(b))) {
+    case SND_PCM_STATE_PREPARED: return SM_DEV_PREPARED;
+    case SND_PCM_STATE_RUNNING: return SM_DEV_RUNNING;
+    case SND_PCM_STATE_PAUSED: return SM_DEV_PAUSED;
+    case SND_PCM_STATE_DRAINING: return SM_DEV_DRAINING;
+    case SND_PCM_STATE_XRUN: return SM_DEV_XRUN;
+    case SND_PCM_STATE_SUSPENDED: return SM_DEV_SUSPENDED;
+    case SND_PCM_STATE_DISCONNECTED: return SM_DEV_LOST;
+    default: return SM_DEV_STOPPED;   /* OPEN, SETUP */
+    }
+}
+
+static long alsa_avail(sm_backend *b) { return snd_pcm_avail_update(pcm_of(b)); }
+
+static long alsa_write(sm_backend *b, const void *frames, uint32_t n) {
+    return snd_pcm_writei(pcm_of(b), frames, n);
+}
+
+static int alsa_delay(sm_backend *b, long *frames) {
+    snd_pcm_sframes_t d = 0;
+    int r = snd_pcm_delay(pcm_of(b), &d);
+    *frames = r < 0 ? 0 : d;
+    return r;
+}
+
+static long alsa_rewindable(sm_backend *b) { return snd_pcm_rewindable(pcm_of(b)); }
+static long alsa_rewind(sm_backend *b, unsigned long frames) { return snd_pcm_rewind(pcm_of(b), frames); }
+static int alsa_pause(sm_backend *b, int enable) { return snd_pcm_pause(pcm_of(b), enable); }
+static int alsa_drop(sm_backend *b) { return snd_pcm_drop(pcm_of(b)); }
+static int alsa_prepare(sm_backend *b) { return snd_pcm_prepare(pcm_of(b)); }
+static int alsa_drain(sm_backend *b) { return snd_pcm_drain(pcm_of(b)); }
+
+/* Recovers the PCM after a failed write, by its state, as MPD's ALSA output does. */
+static int alsa_recover(sm_backend *b, int err) {
+    snd_pcm_t *pcm = pcm_of(b);
+    if (err == -EPIPE) atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
+    else if (err == -ESTRPIPE) atomic_fetch_add_explicit(&b->suspends, 1, memory_order_relaxed);
+    switch (snd_pcm_state(pcm)) {
+    case SND_PCM_STATE_PAUSED:
+        return snd_pcm_pause(pcm, 0);
+    case SND_PCM_STATE_SUSPENDED:
+        err = snd_pcm_resume(pcm);
+        if (err == -EAGAIN) { struct timespec ts = { 0, 10000000L }; nanosleep(&ts, NULL); return 0; }
+        /* prepare when resume is not supported */
+        return snd_pcm_prepare(pcm);
+    case SND_PCM_STATE_OPEN:
+    case SND_PCM_STATE_SETUP:
+    case SND_PCM_STATE_XRUN:
+        if (err != -EPIPE && snd_pcm_state(pcm) == SND_PCM_STATE_XRUN)
+            atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
+        return snd_pcm_prepare(pcm);
+    case SND_PCM_STATE_DISCONNECTED:
+        return -ENODEV;
+    default:
+        return err == -EPIPE || err == -ESTRPIPE ? 0 : err;
+    }
+}
+
+static const char *alsa_strerror(sm_backend *b, int err) {
+    (void)b;
+    return snd_strerror(err);
+}
+
+static void alsa_close(sm_backend *b) {
+    alsa_backend *a = (alsa_backend *)b;
+    if (a->pcm) {
+        snd_pcm_drop(a->pcm);
+        snd_pcm_close(a->pcm);
+    }
+    free(a);
+}
+
+static const sm_backend_ops alsa_ops = {
+    .state = alsa_state, .avail = alsa_avail, .write = alsa_write, .delay = alsa_delay,
+    .rewindable = alsa_rewindable, .rewind = alsa_rewind, .pause = alsa_pause, .drop = alsa_drop,
+    .prepare = alsa_prepare, .drain = alsa_drain, .recover = alsa_recover, .strerror = alsa_strerror,
+    .close = alsa_close,
+};
+
+/* ------------------------------------------------------------ open */
+
+static int classify_open_error(int err) {
+    switch (-err) {
+    case ENOENT: case ENODEV: case ENXIO: return SM_ERR_NO_DEVICE;
+    case EBUSY: case EAGAIN: return SM_ERR_BUSY;
+    default: return SM_ERR_CONFIG;
+    }
+}
+
+static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
+    snd_pcm_t *pcm = a->pcm;
+    sm_backend_info *info = &a->base.info;
+    snd_pcm_hw_params_t *hw;
+    snd_pcm_sw_params_t *sw;
+    snd_pcm_hw_params_alloca(&hw);
+    snd_pcm_sw_params_alloca(&sw);
+    int err;
+
+#define CHECK(call, what) do { err = (call); if (err < 0) { \
+        sm_set_error(e, SM_ERR_CONFIG, err, "ALSA device '%s' refused %s: %s", a->device, what, snd_strerror(err)); \
+        return -1; } } while (0)
+
+    CHECK(snd_pcm_hw_params_any(pcm, hw), "any configuration");
+    CHECK(snd_pcm_hw_params_set_access(pcm, hw, SND_PCM_ACCESS_RW_INTERLEAVED), "interleaved access");
+    if (snd_pcm_hw_params_test_format(pcm, hw, SND_PCM_FORMAT_FLOAT_LE) == 0) {
+        info->format = SM_FORMAT_FLOAT;
+        CHECK(snd_pcm_hw_params_set_format(pcm, hw, SND_PCM_FORMAT_FLOAT_LE), "float samples");
+    } else if (snd_pcm_hw_params_test_format(pcm, hw, SND_PCM_FORMAT_S32_LE) == 0) {
+        info->format = SM_FORMAT_S32;
+        CHECK(snd_pcm_hw_params_set_format(pcm, hw, SND_PCM_FORMAT_S32_LE), "32-bit samples");
+    } else if (snd_pcm_hw_params_test_format(pcm, hw, SND_PCM_FORMAT_S16_LE) == 0) {
+        info->format = SM_FORMAT_S16;
+        CHECK(snd_pcm_hw_params_set_format(pcm, hw, SND_PCM_FORMAT_S16_LE), "16-bit samples");
+    } else {
+        sm_set_error(e, SM_ERR_FORMAT, 0, "ALSA device '%s' takes none of float, S32 or S16 samples", a->device);
+        return -1;
+    }
+    CHECK(snd_pcm_hw_params_set_channels(pcm, hw, SM_CHANNELS), "2 channels");
+    unsigned rate = c->rate ? c->rate : 44100;
+    CHECK(snd_pcm_hw_params_set_rate_near(pcm, hw, &rate, NULL), "the sample rate");
+    unsigned buffer_us = c->buffer_us ? c->buffer_us : ALSA_BUFFER_US;
+    unsigned periods = c->periods ? c->periods : 4;
+    unsigned period_us = buffer_us / periods;
+    CHECK(snd_pcm_hw_params_set_buffer_time_near(pcm, hw, &buffer_us, NULL), "the buffer size");
+    CHECK(snd_pcm_hw_params_set_period_time_near(pcm, hw, &period_us, NULL), "the period size");
+    CHECK(snd_pcm_hw_params(pcm, hw), "the hardware configuration");
+
+    snd_pcm_uframes_t buffer_size, period_size;
+    CHECK(snd_pcm_hw_params_get_buffer_size(hw, &buffer_size), "reporting its buffer size");
+    CHECK(snd_pcm_hw_params_get_period_size(hw, &period_size, NULL), "reporting its period size");
+    CHECK(snd_pcm_hw_params_get_rate(hw, &rate, NULL), "reporting its rate");
+    info->rate = rate;
+    info->buffer_frames = (uint32_t)buffer_size;
+    info->period_frames = (uint32_t)period_size;
+    info->can_pause = snd_pcm_hw_params_can_pause(hw);
+    /* External (ioplug/extplug) devices such as pulse hand each write to another process
+     * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
+     * already holds, so a "rewound" ramp would repeat audio and click. On those the
+     * ramp goes after what is queued instead. */
+    snd_pcm_type_t type = snd_pcm_type(pcm);
+    info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
+
+    CHECK(snd_pcm_sw_params_current(pcm, sw), "software parameters");
+    snd_pcm_uframes_t start = buffer_size > period_size ? buffer_size - period_size : period_size;
+    CHECK(snd_pcm_sw_params_set_start_threshold(pcm, sw, start), "the start threshold");
+    CHECK(snd_pcm_sw_params_set_avail_min(pcm, sw, period_size), "the wake-up size");
+    CHECK(snd_pcm_sw_params(pcm, sw), "the software configuration");
+#undef CHECK
+    return 0;
+}
+
+sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e) {
+    alsa_backend *a = calloc(1, sizeof *a);
+    if (!a) { sm_set_error(e, SM_ERR_MEMORY, 0, "out of memory"); return NULL; }
+    a->base.ops = &alsa_ops;
+    a->base.name = "alsa";
+    a->base.label = "ALSA";
+    snprintf(a->device, sizeof a->device, "%s", c->name && *c->name ? c->name : "default");
+    alsa_last_message[0] = 0;
+    snd_lib_error_set_handler(alsa_error_handler);
+    /* Non-blocking open: a busy hw device fails at once (EBUSY) instead of waiting until
+     * whoever holds it lets go; then back to blocking writes (as MPD does). */
+    int err = snd_pcm_open(&a->pcm, a->device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK);
+    if (err >= 0 && (err = snd_pcm_nonblock(a->pcm, 0)) < 0) snd_pcm_close(a->pcm);
+    if (err < 0) {
+        int code = classify_open_error(err);
+        if (alsa_last_message[0])
+            sm_set_error(e, code, err, "cannot open ALSA device '%s': %s (%s)", a->device, snd_strerror(err), alsa_last_message);
+        else
+            sm_set_error(e, code, err, "cannot open ALSA device '%s': %s", a->device, snd_strerror(err));
+        a->pcm = NULL;
+        alsa_close(&a->base);
+        return NULL;
+    }
+    if (configure(a, c, e) < 0) {
+        alsa_close(&a->base);
+        return NULL;
+    }
+    return &a->base;
+}
+
+int sm_alsa_is_pulse_plugin(sm_backend *b) {
+    snd_pcm_t *pcm = pcm_of(b);
+    if (snd_pcm_type(pcm) != SND_PCM_TYPE_IOPLUG) return 0;
+    snd_output_t *out;
+    if (snd_output_buffer_open(&out) < 0) return 0;
+    int found = 0;
+    if (snd_pcm_dump(pcm, out) == 0) {
+        char *text = NULL;
+        size_t n = snd_output_buffer_string(out, &text);
+        found = text && memmem(text, n, "PulseAudio", 10) != NULL;
+    }
+    snd_output_close(out);
+    return found;
+}

@@ -1,0 +1,122 @@
+/*
+ * sm_backend: the one interface between the output thread (output.c) and a sound
+ * device. alsa.c (an ALSA PCM) and pulse.c (a native PulseAudio stream) implement it;
+ * device.c decides from the device name which one opens. The output thread knows only
+ * these calls and the states below, never ALSA's or PulseAudio's own.
+ *
+ * Frames are interleaved stereo in `info.format`. Every call is made from one thread at
+ * a time (the output thread once it runs). Errors are negative errno values.
+ */
+#ifndef CAUDIO_BACKEND_H
+#define CAUDIO_BACKEND_H
+#include "caudio.h"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SM_CHANNELS 2
+
+/* Where the device stands. */
+typedef enum sm_dev_state {
+    SM_DEV_STOPPED = 0,   /* not playing and not ready: after a drop or a drain (prepare first) */
+    SM_DEV_PREPARED,      /* ready; starts playing once enough is queued (its start threshold) */
+    SM_DEV_RUNNING,       /* playing */
+    SM_DEV_PAUSED,        /* paused in place (pause(1)); pause(0) goes on */
+    SM_DEV_DRAINING,      /* playing out what is queued */
+    SM_DEV_XRUN,          /* ran dry and stopped (prepare first) */
+    SM_DEV_SUSPENDED,     /* the system suspended it */
+    SM_DEV_LOST           /* gone: unplugged, the server went away */
+} sm_dev_state;
+
+typedef struct sm_backend_config {
+    const char *name;     /* the device's name for this backend (an ALSA PCM, a sink or NULL) */
+    uint32_t rate;        /* 0: 44100 */
+    uint32_t buffer_us;   /* 0: the backend's default */
+    uint32_t periods;     /* 0: 4 */
+} sm_backend_config;
+
+/* What the device gave, and what it can do. */
+typedef struct sm_backend_info {
+    uint32_t rate;
+    uint32_t buffer_frames;
+    uint32_t period_frames;
+    int format;               /* sm_sample_format */
+    int can_pause;            /* pause(1) holds the stream in place */
+    int can_rewind;           /* queued audio can be taken back (rewind) */
+    int sound_server;         /* a sound server's stream (its errors and hints differ) */
+    /* After a pause's fade: zeros written behind it, and the device is paused once no
+     * more than pause_left of them are queued (0: the ramp's length for both). A server
+     * that takes back what it mixed ahead when paused needs a longer tail. */
+    uint32_t pause_tail_frames;
+    uint32_t pause_left_frames;
+    /* Silence written before a resume's fade-in (a server that loses the first ms of a
+     * restarted stream needs some); 0: none. */
+    uint32_t resume_lead_frames;
+} sm_backend_info;
+
+typedef struct sm_backend sm_backend;
+
+typedef struct sm_backend_ops {
+    sm_dev_state (*state)(sm_backend *b);
+    /* Frames that can be written now without blocking. */
+    long (*avail)(sm_backend *b);
+    /* Writes all n frames (blocking while the device is full); n or -errno. */
+    long (*write)(sm_backend *b, const void *frames, uint32_t n);
+    /* Frames queued before a frame written now is heard (0 when not playing). */
+    int (*delay)(sm_backend *b, long *frames);
+    /* Queued frames that may be taken back, and taking them back: the next write goes
+     * over them. Returns the frames taken back. */
+    long (*rewindable)(sm_backend *b);
+    long (*rewind)(sm_backend *b, unsigned long frames);
+    int (*pause)(sm_backend *b, int enable);
+    /* Stops at once and forgets what is queued (STOPPED). */
+    int (*drop)(sm_backend *b);
+    /* Ready to play again after a drop, a drain or an xrun (PREPARED). */
+    int (*prepare)(sm_backend *b);
+    /* Returns when everything written has been played (STOPPED). */
+    int (*drain)(sm_backend *b);
+    /* After a failed write `err`: brings the device back (0: write again), counting an
+     * underrun or a suspend; -errno when it is lost. */
+    int (*recover)(sm_backend *b, int err);
+    /* One line on what went wrong, for err (or the last failure). */
+    const char *(*strerror)(sm_backend *b, int err);
+    void (*close)(sm_backend *b);
+} sm_backend_ops;
+
+/* Every backend's state begins with this. */
+struct sm_backend {
+    const sm_backend_ops *ops;
+    const char *name;             /* "alsa", "pulse" */
+    const char *label;            /* as the user knows it: "ALSA", "PulseAudio" */
+    sm_backend_info info;
+    _Atomic uint32_t xruns;       /* underruns recovered (or seen by the server) */
+    _Atomic uint32_t suspends;    /* suspends recovered */
+};
+
+/* The ramp of a pause, a seek or a resume: 5 ms, at least 16 frames. */
+static inline uint32_t sm_ramp_frames(uint32_t rate) {
+    uint32_t n = rate / 200;
+    return n < 16 ? 16 : n;
+}
+
+/* The backends (alsa.c, pulse.c). NULL with `e` set on failure. */
+sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e);
+/* 1 when an open ALSA backend is ALSA's PulseAudio plugin ("default" on most desktops). */
+int sm_alsa_is_pulse_plugin(sm_backend *b);
+int sm_pulse_available(void);
+sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e);
+
+/* The device-name policy (device.c): which backend plays `device` (NULL: "default"). The
+ * name shown in messages is written to `shown`. */
+sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
+                            char *shown, size_t shown_size, sm_error *e);
+
+static inline void sm_backend_close(sm_backend *b) {
+    if (b) b->ops->close(b);
+}
+
+/* Shared by the backends and the output: fills an sm_error. */
+void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

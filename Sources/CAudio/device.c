@@ -1,0 +1,70 @@
+/*
+ * The device-name policy: which backend plays a device name.
+ *
+ *   "pulse", "pulse:SINK"  a native PulseAudio stream (pulse.c) on the default sink or
+ *                          SINK; "pulse" goes through ALSA's plugin only when libpulse
+ *                          is missing
+ *   "alsa:NAME"            the ALSA PCM NAME, whatever it is called
+ *   anything else          the ALSA PCM of that name (alsa.c); when it leads to ALSA's
+ *                          PulseAudio plugin (as "default" does on a desktop), the same
+ *                          server's default sink natively instead, where a pause can take
+ *                          back what is queued (the plugin stays if that fails)
+ */
+#define _GNU_SOURCE
+#include "backend.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
+    if (!e) return;
+    e->code = code;
+    e->alsa_errno = alsa_errno;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+/* A native stream, its failure named after the device asked for. */
+static sm_backend *open_pulse(const sm_backend_config *c, const char *shown, sm_error *e) {
+    sm_error why = { 0 };
+    sm_backend *b = sm_pulse_open(c, &why);
+    if (!b && e) {
+        sm_set_error(e, why.code, why.alsa_errno, "cannot open PulseAudio device '%s': %s", shown, why.message);
+        e->sound_server = 1;
+    }
+    return b;
+}
+
+sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
+                            char *shown, size_t shown_size, sm_error *e) {
+    const char *name = (device && *device) ? device : "default";
+    int pulse = 0, forced_alsa = 0;
+    const char *sink = NULL;
+    if (strncmp(name, "alsa:", 5) == 0 && name[5]) {
+        name += 5;
+        forced_alsa = 1;
+    } else if (strcmp(name, "pulse") == 0) {
+        pulse = sm_pulse_available();
+    } else if (strncmp(name, "pulse:", 6) == 0) {
+        pulse = 1;
+        sink = name[6] ? name + 6 : NULL;
+    }
+    snprintf(shown, shown_size, "%s", name);
+    sm_backend_config c = { .name = pulse ? sink : name, .rate = rate, .buffer_us = buffer_us, .periods = periods };
+    if (pulse) return open_pulse(&c, shown, e);
+
+    sm_backend *b = sm_alsa_open(&c, e);
+    if (b && !forced_alsa && sm_alsa_is_pulse_plugin(b) && sm_pulse_available()) {
+        sm_backend_config native = c;
+        native.name = NULL;
+        sm_backend *n = sm_pulse_open(&native, NULL);
+        if (n) {
+            sm_backend_close(b);
+            b = n;
+        }
+    }
+    return b;
+}
