@@ -78,6 +78,11 @@ let package = Package(
             dependencies: ["StillMomentControl", "StillMomentCore", .product(name: "Logging", package: "swift-log"),
                            .product(name: "PropertyBased", package: "swift-property-based")]
         ),
+        // The CLI's own maps and texts: exit codes, status lines (the executable, tested).
+        .testTarget(
+            name: "StillMomentCLITests",
+            dependencies: ["stillmoment", "StillMomentControl", "StillMomentCore"]
+        ),
         .testTarget(
             name: "StillMomentCoreTests",
             dependencies: ["StillMomentCore", "StillMomentAudio",

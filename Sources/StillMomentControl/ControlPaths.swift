@@ -120,8 +120,11 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No daemon answers at the socket.
     case noDaemon
     case io(String)
-    /// The daemon refused a request: its error code and message.
-    case refused(code: String, message: String)
+    /// The daemon refused a request: its error code (a code this client does not know,
+    /// from a newer daemon, reads as `failed`) and message.
+    case refused(code: ErrorCode, message: String)
+    /// Another daemon holds the lock (its pid, as its lock file says).
+    case alreadyRunning(pid: String)
     /// The connection closed or a reply could not be read.
     case lost(String)
     /// The socket or its folder belongs to someone else: nothing was sent.
@@ -132,7 +135,7 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A daemon's refusal, its code and message cleaned of control characters here (they
     /// are printed as they are by whoever catches the error).
     static func refusal(code: String, message: String) -> ControlError {
-        .refused(code: oneLine(code), message: oneLine(message))
+        .refused(code: ErrorCode(rawValue: code) ?? .failed, message: oneLine(message))
     }
 
     /// The text without control characters, on one line (tabs become spaces too).
@@ -148,6 +151,9 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
             // What to do: the daemon's own log says why it went away or stopped answering.
             return "\(m); its log is \(Paths.home)/daemon.log (or `journalctl --user -u stillmoment` under systemd)"
         case .refused(_, let message): return message
+        case .alreadyRunning(let pid):
+            return tr("a stillmoment daemon is running already (pid \(Self.oneLine(pid)))",
+                      "ein stillmoment-Daemon läuft schon (PID \(Self.oneLine(pid)))")
         }
     }
 }

@@ -119,7 +119,7 @@ public final class Daemon {
             let n = pread(fd, &buf, buf.count, 0)
             close(fd)
             let pid = n > 0 ? String(decoding: buf[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
-            throw ControlError.refused(code: "running", message: "a stillmoment daemon is running already (pid \(pid))")
+            throw ControlError.alreadyRunning(pid: pid)
         }
         var held = stat(), named = stat()
         guard fstat(fd, &held) == 0, stat(lockPath, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev else {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import StillMomentAudio
+import StillMomentControl
 import StillMomentCore
 
 /// Plain output helpers: messages to stderr, one line each; no colour when NO_COLOR is
@@ -56,6 +57,15 @@ enum Exit {
         case .badInput: return usage
         case .failure: return failure
         case .device: return device
+        }
+    }
+
+    /// A daemon's refusal: the same map, by its code.
+    static func code(for refusal: ErrorCode) -> Int32 {
+        switch refusal {
+        case .badArguments, .unknownCommand, .badRequest: return usage
+        case .device: return device
+        case .tooLong, .malformed, .notHello, .badVersion, .noSession, .failed, .forbidden, .busy: return failure
         }
     }
 }

@@ -34,7 +34,7 @@ struct DaemonCommand: ParsableCommand {
             daemon = try Daemon(options: options, log: log)
         } catch {
             // Two clients may start a daemon at once: the one that lost the race just leaves.
-            if case .refused(code: "running", _) = error, onDemand {
+            if case .alreadyRunning = error, onDemand {
                 log.info("\(error.description): leaving it to serve")
                 return
             }
@@ -69,11 +69,7 @@ private func realPath(_ path: String) -> String {
 /// A refused request as an exit: a device that cannot open exits 3, bad input 2, nothing playing 1.
 func failure(_ error: ControlError) -> ExitCode {
     if case .refused(let code, let message) = error {
-        switch code {
-        case "device": return Console.fail(message, code: Exit.device)
-        case "bad-arguments", "unknown-command": return Console.fail(message, code: Exit.usage)
-        default: return Console.fail(message)
-        }
+        return Console.fail(message, code: Exit.code(for: code))
     }
     return Console.fail(error.description)
 }
