@@ -206,6 +206,7 @@ static int play_ring(sm_output *o, uint32_t n) {
     uint64_t dev_start = o->dev_pos;
     if (write_device(o, got) < 0) return -1;
     add_segment(o, dev_start, start, got);
+    o->refill_grace = 0;   /* the producer has refilled */
     long delay;
     if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed) &&
         dev_state(o) == SM_DEV_RUNNING && dev_delay(o, &delay) == 0 && delay > 0)
@@ -373,6 +374,10 @@ static void do_flush(sm_output *o) {
     if (ramp_out(o) < 0) return;
     flush_ring(o);
     o->gain_target = 1.0f;
+    /* The ring is empty now and the producer refills it from the new position: the
+     * silence a running device needs meanwhile is the seek's, not an underrun (up to
+     * 200 ms; a producer that takes longer is stalled, and counted). */
+    o->refill_grace = o->info.rate / 5;
 }
 
 /* Marks requests up to `seq` done; never moves back (a drain finished late must not undo
@@ -535,8 +540,13 @@ void *sm_output_thread_main(void *arg) {
                 /* Draining (nothing pending): drain the last period. */
                 if (o->draining) { end_stream(o); continue; }
                 /* The device would run dry: play what there is, else silence. */
-                if (pending > 0) play_ring(o, pending);
-                else play_silence(o, period, 1);
+                if (pending > 0) {
+                    play_ring(o, pending);
+                } else {
+                    int counted = o->refill_grace == 0;
+                    o->refill_grace = o->refill_grace > period ? o->refill_grace - period : 0;
+                    play_silence(o, period, counted);
+                }
                 continue;
             }
             /* Draining too: the end plays out here, where a request is taken up at once. */
