@@ -45,6 +45,7 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->pause_left = dev->pause_tail_frames ? dev->pause_left_frames : o->ramp_frames;
     o->resume_lead = dev->resume_lead_frames;
     uint32_t chunk = o->info.period_frames > o->ramp_frames ? o->info.period_frames : o->ramp_frames;
+    o->chunk_frames = chunk;
     o->fbuf = calloc((size_t)chunk * SM_CHANNELS, sizeof(float));
     o->obuf = calloc((size_t)chunk * SM_CHANNELS, sm_format_bytes(o->info.format));
     o->hist_cap = 1;

@@ -64,6 +64,7 @@ struct sm_output {
     uint32_t pause_tail;  /* zeros written after a pause's fade */
     uint32_t pause_left;  /* the device pauses once no more of them than this are queued */
     uint32_t resume_lead; /* silence written before a resume's fade-in */
+    uint32_t chunk_frames; /* fbuf and obuf hold this many frames: a longer write goes in pieces */
     uint32_t refill_grace; /* after a flush (a seek): silence the device needs while the
                               producer refills is not an underrun, for up to this many frames */
     uint32_t dither;

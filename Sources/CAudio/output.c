@@ -217,8 +217,13 @@ static int play_ring(sm_output *o, uint32_t n) {
 }
 
 static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
-    memset(o->fbuf, 0, (size_t)n * CHANNELS * sizeof(float));
-    if (write_device(o, n) < 0) return -1;
+    /* In pieces of the buffers' size: a pause's tail may be longer than a period. */
+    for (uint32_t left = n; left > 0;) {
+        uint32_t k = left < o->chunk_frames ? left : o->chunk_frames;
+        memset(o->fbuf, 0, (size_t)k * CHANNELS * sizeof(float));
+        if (write_device(o, k) < 0) return -1;
+        left -= k;
+    }
     o->hist_valid = 0;   /* a rewind must not reach back across silence */
     if (o->fading) {     /* a fade goes on through silence: time passes all the same */
         o->gain -= o->gain_step * (float)n;
