@@ -6,8 +6,8 @@ DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
-DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 util-linux pulseaudio pulseaudio-utils libasound2-plugins
-DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils
+DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver
+DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-venv chromium chromium-driver
 FUZZ_SECONDS ?= 60
 # The CI-sized fuzz run in `make test`: this many seconds per target.
 FUZZ_CI_SECONDS ?= 30
@@ -56,6 +56,8 @@ test: deps-test
 	python3 Tests/cli/daemon-tests.py
 	python3 Tests/cli/seek-end-tests.py
 	python3 Tests/cli/service-latency.py
+	bash scripts/webenv.sh
+	.build/web-venv/bin/python Tests/cli/web-tests.py
 
 # The real ALSA kernel-driver path: Debian's kernel with snd-aloop booted under qemu (no
 # KVM needed), the release binary playing on hw:Loopback, plughw and dmix, captured and
@@ -73,6 +75,8 @@ bench: deps-bench release
 	@BIN=.build/release/stillmoment python3 bench/realtime.py latency
 	@BIN=.build/release/stillmoment python3 bench/realtime.py timing $(TIMING_SECONDS)
 	@bash bench/memory.sh
+	@bash scripts/webenv.sh
+	@.build/web-venv/bin/python bench/web.py
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
 # Fault injection on the release build: 100 imports killed with SIGKILL, a full disk, two
@@ -100,7 +104,8 @@ install: release
 	install -s -m 0755 .build/release/stillmoment $(DESTDIR)$(BINDIR)/stillmoment
 	install -m 0644 Sounds/sounds.json Sounds/*.mp3 Sounds/*.m4a $(DESTDIR)$(DATADIR)/stillmoment/Sounds/
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/stillmoment.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service
-	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/stillmoment-web.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment-web.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment-web.service
 	.build/release/stillmoment --generate-completion-script bash > $(DESTDIR)$(DATADIR)/bash-completion/completions/stillmoment
 	.build/release/stillmoment --generate-completion-script zsh > $(DESTDIR)$(DATADIR)/zsh/site-functions/_stillmoment
 	.build/release/stillmoment --generate-completion-script fish > $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/stillmoment.fish
@@ -108,6 +113,7 @@ install: release
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/stillmoment $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service \
+	    $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment-web.service \
 	    $(DESTDIR)$(DATADIR)/bash-completion/completions/stillmoment \
 	    $(DESTDIR)$(DATADIR)/zsh/site-functions/_stillmoment \
 	    $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/stillmoment.fish

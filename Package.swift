@@ -56,10 +56,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The web app: an HTTP server of its own (a separate process, `stillmoment web`) that
+        // speaks the daemon's typed protocol; its shell is hand-written and embedded as is.
+        .target(
+            name: "StillMomentWeb",
+            dependencies: [
+                "StillMomentCore", "StillMomentControl",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [
+                .embedInCode("Shell/index.html"), .embedInCode("Shell/app.js"), .embedInCode("Shell/app.css"),
+                .embedInCode("Shell/sw.js"), .embedInCode("Shell/manifest.webmanifest"), .embedInCode("Shell/icon.svg"),
+            ]
+        ),
         .executableTarget(
             name: "stillmoment",
             dependencies: [
-                "StillMomentCore", "StillMomentControl",
+                "StillMomentCore", "StillMomentControl", "StillMomentWeb",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -79,6 +92,10 @@ let package = Package(
                            .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         // The CLI's own maps and texts: exit codes, status lines (the executable, tested).
+        .testTarget(
+            name: "StillMomentWebTests",
+            dependencies: ["StillMomentWeb", "StillMomentCore", "StillMomentControl"]
+        ),
         .testTarget(
             name: "StillMomentCLITests",
             dependencies: ["stillmoment", "StillMomentControl", "StillMomentCore"]

@@ -135,6 +135,19 @@ public final class ControlClient {
         return m["event"] != nil ? m : nil
     }
 
+    /// The socket, for a caller's own poll loop (the web app's event link).
+    public var descriptor: Int32 { fd }
+
+    /// The events that have arrived, without waiting (after `descriptor` polled readable).
+    public func availableEvents() throws(ControlError) -> [JSON] {
+        var out = events
+        events.removeAll()
+        while let m = try readMessage(timeoutMs: 0, allowTimeout: true) {
+            if m["event"] != nil { out.append(m) }
+        }
+        return out
+    }
+
     private static func refusal(_ error: JSON) -> ControlError {
         .refusal(code: error["code"]?.string ?? "error", message: error["message"]?.string ?? "refused")
     }

@@ -468,7 +468,7 @@ public final class StopFlag {
     public init(_ signals: [Int32] = []) { install(signals) }
 
     /// `wake` runs after the flag is set (the daemon's loop is woken from its poll by it).
-    func install(_ signals: [Int32], wake: @escaping @Sendable () -> Void = {}) {
+    public func install(_ signals: [Int32], wake: @escaping @Sendable () -> Void = {}) {
         for sig in signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())

@@ -22,7 +22,14 @@ public struct Settings: Sendable, Equatable {
         ("section-gong", "clear-strike"),
         ("section-strikes", "2,1"),
         ("ambience-during", "all"),
+        // The web app (`stillmoment web`): where it listens, and the largest upload.
+        ("web-listen", "127.0.0.1:8181"),
+        ("web-max-upload", "1G"),
     ]
+    /// The keys that are not timer options.
+    public static let webKeys: Set<String> = ["web-listen", "web-max-upload"]
+    /// The stored timer options (what a timer starts from).
+    public var timerValues: [String: String] { values.filter { !Self.webKeys.contains($0.key) } }
     public static var keys: [String] { defaults.map(\.key) }
 
     public private(set) var values: [String: String]
@@ -51,6 +58,16 @@ public struct Settings: Sendable, Equatable {
     /// Checks and sets a value (validated against the catalog, so a typo never lands).
     public mutating func set(_ key: String, _ value: String, catalog: SoundCatalog) throws(CoreError) {
         guard Self.keys.contains(key) else { throw Self.unknown(key) }
+        if key == "web-listen" {
+            _ = try ListenAddress(value)
+            values[key] = value
+            return
+        }
+        if key == "web-max-upload" {
+            _ = try ByteSize.parse(value, option: key)
+            values[key] = value
+            return
+        }
         var trial = self
         trial.values[key] = value
         _ = try TimerConfiguration(settings: trial, options: [:], catalog: catalog)

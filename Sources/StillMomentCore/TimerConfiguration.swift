@@ -38,7 +38,7 @@ public struct TimerConfiguration: Sendable, Equatable {
     /// Builds the configuration from the settings overlaid with command-line options
     /// (both as typed text, keyed like the options), through the typed request.
     public init(settings: Settings, options: [String: String], catalog: SoundCatalog) throws(CoreError) {
-        let stored = try TimerRequest(text: settings.values)
+        let stored = try TimerRequest(text: settings.timerValues)
         try self.init(request: stored.overlaid(by: try TimerRequest(text: options)), catalog: catalog)
     }
 }

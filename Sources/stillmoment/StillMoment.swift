@@ -18,7 +18,7 @@ struct StillMoment: ParsableCommand {
             TimerCommand.self, PresetCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self, EditCommand.self,
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
             StatusCommand.self, PauseCommand.self, ResumeCommand.self, StopCommand.self, FinishCommand.self, SeekCommand.self,
-            AttachCommand.self, ScheduleCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self,
+            AttachCommand.self, ScheduleCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self, WebCommand.self,
         ]
     )
 

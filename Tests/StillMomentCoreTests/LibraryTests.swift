@@ -485,7 +485,7 @@ struct LibraryTests {
             }
             errors += results.items
             let store = try LibraryStore(home: home)
-            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule"])
+            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web"])
             #expect(try store.all().isEmpty)
         }
         return errors
@@ -517,7 +517,7 @@ struct LibraryTests {
                 #expect(text.isEmpty, "stderr: \(text)")
             }
             let store = try LibraryStore(home: home)
-            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule"])
+            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web"])
         }
     }
 

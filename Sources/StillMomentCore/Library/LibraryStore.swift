@@ -208,6 +208,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v2-practice", migrate: PracticeLog.createTables)
         m.registerMigration("v3-presets", migrate: PresetStore.createTables)
         m.registerMigration("v4-schedule", migrate: ScheduleStore.createTables)
+        m.registerMigration("v5-web", migrate: PairingStore.createTables)
         return m
     }
 

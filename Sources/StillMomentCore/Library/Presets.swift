@@ -111,7 +111,7 @@ extension TimerConfiguration {
     /// The timer a sit runs: the defaults, the settings, the preset (if named), then the
     /// options given for this sit. A sound the preset names that is gone says so.
     public init(settings: Settings, preset: Preset?, options: TimerRequest, catalog: SoundCatalog) throws(CoreError) {
-        var request = try TimerRequest(text: settings.values)
+        var request = try TimerRequest(text: settings.timerValues)
         if let preset { request = request.overlaid(by: preset.request) }
         request = request.overlaid(by: options)
         do {

@@ -1,0 +1,105 @@
+/// The web app's pairing, in the catalog database: the PIN `stillmoment web pair` shows
+/// (one at a time, valid for five minutes, used once) and the devices paired with it.
+/// Only digests are stored: a copy of the catalog neither pairs nor signs in.
+import FoundationEssentials
+import GRDB
+
+public struct WebDevice: Sendable, Equatable, Codable {
+    public var id: Int64
+    public var name: String
+    public var created: Double
+    public var lastSeen: Double
+}
+
+public struct PairingStore: Sendable {
+    public let store: LibraryStore
+    /// How long a PIN is valid (seconds).
+    public static let pinLifetime = 300.0
+    public init(store: LibraryStore) { self.store = store }
+
+    static func createTables(_ db: Database) throws {
+        try db.create(table: "webPin") { t in
+            t.primaryKey("digest", .text)
+            t.column("expires", .double).notNull()
+        }
+        try db.create(table: "webDevice") { t in
+            t.autoIncrementedPrimaryKey("id")
+            t.column("name", .text).notNull()
+            t.column("tokenDigest", .text).notNull().unique()
+            t.column("created", .double).notNull()
+            t.column("lastSeen", .double).notNull()
+        }
+    }
+
+    /// A new six-digit PIN; any earlier one stops working.
+    public func newPIN(now: Double) throws(CoreError) -> (pin: String, expires: Double) {
+        var rng = SystemRandomNumberGenerator()
+        let pin = String(UInt32.random(in: 0..<1_000_000, using: &rng)).leftPadded(to: 6)
+        let expires = now + Self.pinLifetime
+        let digest = SHA256.hex("pin:" + pin)
+        try store.write { db in
+            try db.execute(sql: "DELETE FROM webPin")
+            try db.execute(sql: "INSERT INTO webPin (digest, expires) VALUES (?, ?)", arguments: [digest, expires])
+        }
+        return (pin, expires)
+    }
+
+    /// Exchanges a valid PIN for a new device and its token (nil: wrong or expired PIN).
+    public func redeem(pin: String, deviceName: String, now: Double) throws(CoreError) -> (device: WebDevice, token: String)? {
+        guard pin.utf8.count == 6, pin.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        var rng = SystemRandomNumberGenerator()
+        let token = (0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let digest = SHA256.hex("pin:" + pin)
+        let tokenDigest = SHA256.hex("token:" + token)
+        let name = Self.cleanName(deviceName)
+        let device: WebDevice? = try store.write { db in
+            try db.execute(sql: "DELETE FROM webPin WHERE expires < ?", arguments: [now])
+            guard try Row.fetchOne(db, sql: "SELECT 1 FROM webPin WHERE digest = ?", arguments: [digest]) != nil else { return nil }
+            try db.execute(sql: "DELETE FROM webPin WHERE digest = ?", arguments: [digest])
+            try db.execute(sql: "INSERT INTO webDevice (name, tokenDigest, created, lastSeen) VALUES (?, ?, ?, ?)",
+                           arguments: [name, tokenDigest, now, now])
+            return WebDevice(id: db.lastInsertedRowID, name: name, created: now, lastSeen: now)
+        }
+        return device.map { ($0, token) }
+    }
+
+    /// The device a token belongs to (nil: unknown or revoked).
+    public func device(token: String) throws(CoreError) -> WebDevice? {
+        guard token.utf8.count == 64, token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        let digest = SHA256.hex("token:" + token)
+        return try store.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, name, created, lastSeen FROM webDevice WHERE tokenDigest = ?", arguments: [digest])
+                .map(Self.device)
+        }
+    }
+
+    /// Notes that a device was seen.
+    public func touch(_ id: Int64, now: Double) throws(CoreError) {
+        try store.write { db in try db.execute(sql: "UPDATE webDevice SET lastSeen = ? WHERE id = ?", arguments: [now, id]) }
+    }
+
+    public func devices() throws(CoreError) -> [WebDevice] {
+        try store.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, name, created, lastSeen FROM webDevice ORDER BY id").map(Self.device)
+        }
+    }
+
+    /// Ends a device's pairing; false when there was none with that id.
+    public func revoke(_ id: Int64) throws(CoreError) -> Bool {
+        try store.write { db in
+            try db.execute(sql: "DELETE FROM webDevice WHERE id = ?", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    private static func device(_ row: Row) -> WebDevice {
+        WebDevice(id: row["id"], name: row["name"], created: row["created"], lastSeen: row["lastSeen"])
+    }
+
+    /// A device's name as the browser gave it: at most 60 characters, no control characters.
+    static func cleanName(_ raw: String) -> String {
+        let clean = String(String.UnicodeScalarView(raw.unicodeScalars.filter { !Display.isControl($0) })).trimmingWhitespace()
+        return clean.isEmpty ? "browser" : String(clean.prefix(60))
+    }
+}

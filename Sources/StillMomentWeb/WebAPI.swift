@@ -1,0 +1,257 @@
+// The web app's API: who may ask (a paired device's token, a matching Origin for every
+// change), what a request may carry, and the routes, each a thin translation to the
+// daemon's typed protocol or to the store.
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentControl
+import StillMomentCore
+
+public final class WebAPI {
+    /// What to do with a request's body, decided from its head.
+    enum Plan {
+        case refuse(Response)
+        case buffer
+        case file(Upload)
+    }
+
+    /// What a request comes to.
+    enum Outcome {
+        case respond(Response)
+        /// Server-sent events from now on.
+        case stream
+        /// An answer computed on a worker thread (an import's analysis).
+        case background(@Sendable () -> Response)
+    }
+
+    let store: LibraryStore
+    let log: Logger
+    /// Served over TLS: the cookie is `Secure` too.
+    let secure: Bool
+    static let maxJSONBody = 64 * 1024
+    static let cookieName = "sm_token"
+    /// Wrong PINs: five, then a minute's lock-out (for every browser: a PIN is six digits).
+    private var wrongPINs = 0
+    private var lockedUntil = 0.0
+    static let maxWrongPINs = 5
+    static let lockout = 60.0
+    private var lastTouched: [Int64: Double] = [:]
+
+    public init(store: LibraryStore, secure: Bool, log: Logger) {
+        self.store = store
+        self.secure = secure
+        self.log = log
+    }
+
+    // MARK: the head: who asks, and may the body come
+
+    func plan(_ r: HTTPRequest, maxUpload: Int64) -> Plan {
+        guard r.path.hasPrefix("/api/") else {
+            guard r.method == "GET" || r.method == "HEAD" else { return .refuse(.error(405, "method", tr("only GET here", "hier nur GET"))) }
+            return r.contentLength == 0 ? .buffer : .refuse(.error(413, "too-large", tr("a GET has no body", "ein GET hat keinen Inhalt")))
+        }
+        if r.method != "GET" && r.method != "HEAD", let refusal = crossSite(r) { return .refuse(refusal) }
+        if r.path != "/api/pair" && device(r) == nil {
+            return .refuse(.error(401, "unpaired", tr("this browser is not paired: run `stillmoment web pair` on the device and enter the PIN",
+                                                      "dieser Browser ist nicht gekoppelt: `stillmoment web pair` auf dem Gerät ausführen und die PIN eingeben")))
+        }
+        if r.path == "/api/import" {
+            guard r.method == "PUT" else { return .refuse(.error(405, "method", tr("an upload is a PUT", "ein Hochladen ist ein PUT"))) }
+            guard r.header("content-length") != nil else {
+                return .refuse(.error(411, "length", tr("an upload needs a Content-Length", "ein Hochladen braucht eine Content-Length")))
+            }
+            guard Int64(r.contentLength) <= maxUpload else {
+                return .refuse(.error(413, "too-large", tr("the file is larger than the limit of \(Self.megabytes(maxUpload))",
+                                                           "die Datei ist größer als die Grenze von \(Self.megabytes(maxUpload))")))
+            }
+            guard r.contentLength > 0 else { return .refuse(.error(400, "empty", tr("the file is empty", "die Datei ist leer"))) }
+            let free = store.freeBytes()
+            // Room for the upload and the store's own copy of it, and a reserve.
+            guard Int64(r.contentLength) * 2 + (16 << 20) <= free else {
+                return .refuse(.error(507, "no-space", tr("not enough room on the device (\(Self.megabytes(free)) free)",
+                                                          "nicht genug Platz auf dem Gerät (\(Self.megabytes(free)) frei)")))
+            }
+            let name = Self.fileName(r.query["name"] ?? "upload.mp3")
+            do throws(WebError) {
+                return .file(try Upload(home: store.home, name: name))
+            } catch {
+                return .refuse(.error(500, "io", error.description))
+            }
+        }
+        guard r.contentLength <= Self.maxJSONBody else {
+            return .refuse(.error(413, "too-large", tr("a request is limited to 64 KiB", "eine Anfrage hat höchstens 64 KiB")))
+        }
+        return .buffer
+    }
+
+    /// A change asked from another site (CSRF): refused unless Origin names this host.
+    func crossSite(_ r: HTTPRequest) -> Response? {
+        let refusal = Response.error(403, "origin", tr("a change must come from this page (Origin)", "eine Änderung muss von dieser Seite kommen (Origin)"))
+        guard let origin = r.header("origin"), let host = r.header("host"), !host.isEmpty else { return refusal }
+        return origin == (secure ? "https://" : "http://") + host ? nil : refusal
+    }
+
+    /// The paired device whose token the request carries.
+    func device(_ r: HTTPRequest) -> WebDevice? {
+        guard let token = r.cookie(Self.cookieName),
+              let d = try? PairingStore(store: store).device(token: token) else { return nil }
+        let now = Date().timeIntervalSince1970
+        if now - (lastTouched[d.id] ?? 0) > 60 {
+            lastTouched[d.id] = now
+            try? PairingStore(store: store).touch(d.id, now: now)
+        }
+        return d
+    }
+
+    // MARK: routes
+
+    func handle(_ r: HTTPRequest, body: [UInt8], upload: Upload?) -> Outcome {
+        if !r.path.hasPrefix("/api/") { return .respond(Shell.file(r)) }
+        var parts = r.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst(2).map(String.init)
+        if parts.last == "" { parts.removeLast() }
+        let json: JSON
+        if body.isEmpty {
+            json = .object([:])
+        } else {
+            guard let parsed = try? JSONParser.parse(body) else {
+                return .respond(.error(400, "malformed-json", tr("the body is not JSON", "der Inhalt ist kein JSON")))
+            }
+            json = parsed
+        }
+        let args: [String: JSON]
+        if case .object(let o) = json { args = o } else {
+            return .respond(.error(400, "malformed-json", tr("the body is a JSON object", "der Inhalt ist ein JSON-Objekt")))
+        }
+        switch (r.method, parts.first ?? "", parts.count) {
+        case ("POST", "pair", 1): return .respond(pair(args, r))
+        case ("GET", "me", 1):
+            guard let d = device(r) else { return .respond(.error(401, "unpaired", "")) }
+            return .respond(.json(.object(["device": .object(["id": .number(Double(d.id)), "name": .string(d.name)])])))
+        case ("POST", "logout", 1):
+            if let d = device(r) { _ = try? PairingStore(store: store).revoke(d.id) }
+            return .respond(.json(.object([:]), headers: [("Set-Cookie", "\(Self.cookieName)=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")]))
+        case ("GET", "status", 1): return .respond(control(.status, [:], start: false))
+        case ("GET", "events", 1): return .stream
+        case ("GET", "options", 1): return .respond(options())
+        case ("POST", "timer", 1):
+            do throws(ProtocolError) {
+                return .respond(control(.timer, try TimerStartRequest(args: args).args, start: true))
+            } catch {
+                return .respond(.error(422, error.code.rawValue, error.message))
+            }
+        case ("POST", "pause", 1), ("POST", "resume", 1), ("POST", "stop", 1), ("POST", "finish", 1):
+            guard args.isEmpty, let command = ControlCommand(rawValue: parts[0]) else {
+                return .respond(.error(422, "bad-arguments", tr("\(parts[0]) takes no arguments", "\(parts[0]) nimmt keine Argumente")))
+            }
+            return .respond(control(command, [:], start: false))
+        case ("POST", "seek", 1):
+            do throws(ProtocolError) {
+                return .respond(control(.seek, try SeekRequest(args: args).args, start: false))
+            } catch {
+                return .respond(.error(422, error.code.rawValue, error.message))
+            }
+        case ("POST", "play", 1):
+            do throws(ProtocolError) {
+                let play = try PlayRequest(args: args)
+                guard play.device == nil else { return .respond(.error(422, "bad-arguments", tr("the device is the daemon's", "das Gerät ist Sache des Daemons"))) }
+                return .respond(control(.play, play.args, start: true))
+            } catch {
+                return .respond(.error(422, error.code.rawValue, error.message))
+            }
+        case ("GET", "meditations", 1): return .respond(meditations())
+        case ("POST", "meditations", 2): return .respond(edit(parts[1], args))
+        case ("DELETE", "meditations", 2): return .respond(delete(parts[1]))
+        case ("PUT", "import", 1):
+            guard let upload else { return .respond(.error(400, "empty", "")) }
+            return .background(importJob(upload))
+        case ("GET", "practice", 1): return .respond(practice())
+        case ("GET", "schedules", 1): return .respond(schedules())
+        case ("POST", "schedules", 2): return .respond(setSchedule(parts[1], args))
+        case ("POST", "schedules", 3) where parts[2] == "ring":
+            guard let n = Int64(parts[1]) else { return .respond(.error(404, "not-found", "")) }
+            return .respond(control(.ringNow, ["id": .number(Double(n))], start: true))
+        default:
+            return .respond(.error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
+                                                        "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))")))
+        }
+    }
+
+    // MARK: pairing
+
+    private func pair(_ args: [String: JSON], _ r: HTTPRequest) -> Response {
+        let now = Date().timeIntervalSince1970
+        if now < lockedUntil {
+            return Response.error(429, "locked", tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder"))
+                .with(("Retry-After", String(Int(lockedUntil - now) + 1)))
+        }
+        let pin = args["pin"]?.string ?? ""
+        let name = args["name"]?.string ?? "browser"
+        do throws(CoreError) {
+            guard let (device, token) = try PairingStore(store: store).redeem(pin: String(pin.prefix(16)), deviceName: String(name.prefix(200)), now: now) else {
+                wrongPINs += 1
+                log.notice("a wrong pairing PIN (\(wrongPINs) of \(Self.maxWrongPINs))")
+                if wrongPINs >= Self.maxWrongPINs {
+                    wrongPINs = 0
+                    lockedUntil = now + Self.lockout
+                    return Response.error(429, "locked", tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder"))
+                        .with(("Retry-After", String(Int(Self.lockout))))
+                }
+                return .error(403, "wrong-pin", tr("wrong or expired PIN", "falsche oder abgelaufene PIN"))
+            }
+            wrongPINs = 0
+            log.notice("paired device \(device.id) (\(device.name))")
+            let cookie = "\(Self.cookieName)=\(token); HttpOnly; SameSite=Strict; Path=/; Max-Age=\(10 * 365 * 86400)" + (secure ? "; Secure" : "")
+            return .json(.object(["device": .object(["id": .number(Double(device.id)), "name": .string(device.name)])]), headers: [("Set-Cookie", cookie)])
+        } catch {
+            return .error(500, "failed", error.description)
+        }
+    }
+
+    // MARK: the daemon
+
+    /// A typed command to the daemon; its status as the answer.
+    func control(_ command: ControlCommand, _ args: [String: JSON], start: Bool) -> Response {
+        do throws(ControlError) {
+            let client = try ControlClient.connect(startIfNeeded: start)
+            let result = try client.request(command, args, timeoutMs: 5000)
+            return .json(result)
+        } catch {
+            switch error {
+            case .noDaemon:
+                if command == .status { return .json(JSON(encoding: Status(state: .idle))) }
+                return .error(409, ErrorCode.noSession.rawValue, tr("nothing is playing", "es läuft nichts"))
+            case .refused(let code, let message):
+                let status: Int
+                switch code {
+                case .noSession, .busy: status = 409
+                case .badArguments, .badRequest: status = 422
+                case .device: status = 503
+                case .forbidden: status = 403
+                default: status = 500
+                }
+                return .error(status, code.rawValue, message)
+            default:
+                return .error(502, "daemon", error.description)
+            }
+        }
+    }
+
+    static func megabytes(_ bytes: Int64) -> String {
+        bytes >= 1 << 30 ? "\(bytes / (1 << 30)) GB" : "\(bytes / (1 << 20)) MB"
+    }
+
+    /// A browser's file name, as a name only (no folders, no control characters).
+    static func fileName(_ raw: String) -> String {
+        let last = raw.split(separator: "/").last.map(String.init) ?? raw
+        let clean = String(String.UnicodeScalarView(last.unicodeScalars.filter { !Display.isControl($0) && $0 != "\\" }))
+        return clean.isEmpty ? "upload.mp3" : String(clean.prefix(200))
+    }
+}
+
+extension Response {
+    func with(_ header: (String, String)) -> Response {
+        var r = self
+        r.headers.append(header)
+        return r
+    }
+}

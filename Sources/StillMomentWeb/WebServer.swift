@@ -1,0 +1,388 @@
+// The web app's HTTP server: one thread, one poll loop over the listening socket, the
+// browsers' connections, the daemon's event link and a wake pipe. No CPU without a browser:
+// with no connection it sleeps in poll() until one comes.
+//
+// Limits (a phone on flaky Wi-Fi and a hostile host on the LAN alike): a request head of
+// 8 KiB within 10 s of connecting; a JSON body of 64 KiB; an upload of `maxUpload` bytes
+// streamed to a private file, stalled for 30 s at most; 64 connections; an event stream
+// whose reader falls 256 KiB behind is dropped. One request a connection.
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Logging
+import StillMomentControl
+import StillMomentCore
+import Synchronization
+
+public final class WebServer {
+    public struct Options: Sendable {
+        public var listen: ListenAddress
+        public var maxUpload: Int64
+        public var maxConnections = 64
+        public var headTimeout = 10.0
+        public var stallTimeout = 30.0
+        public var maxBacklog = 256 * 1024
+        public init(listen: ListenAddress, maxUpload: Int64) {
+            self.listen = listen
+            self.maxUpload = maxUpload
+        }
+    }
+
+    /// A connection's state.
+    final class Connection {
+        enum Stage {
+            case head
+            case body(HTTPRequest)
+            case upload(HTTPRequest, Upload)
+            /// A job runs on a worker; its answer comes back through the wake pipe.
+            case waiting
+            case writing
+            case stream
+            /// The answer went out before the body was read: read and drop what still comes, briefly.
+            case lingering(until: Double)
+        }
+        let fd: Int32
+        let id: Int
+        var stage = Stage.head
+        var input: [UInt8] = []
+        var output: [UInt8] = []
+        var sent = 0
+        var deadline: Double
+        var lastSent: Double
+        init(fd: Int32, id: Int, now: Double, headTimeout: Double) {
+            self.fd = fd
+            self.id = id
+            deadline = now + headTimeout
+            lastSent = now
+        }
+        var pendingOutput: Int { output.count - sent }
+    }
+
+    let options: Options
+    let log: Logger
+    let api: WebAPI
+    private var listenFD: Int32 = -1
+    private var connections: [Int32: Connection] = [:]
+    private var nextID = 1
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    /// Answers computed on workers, waiting for the loop.
+    private final class Finished: Sendable { let list = Mutex<[(Int, Response)]>([]) }
+    private let finished = Finished()
+    private let stop = StopFlag()
+    private var events: EventLink
+
+    public init(options: Options, api: WebAPI, log: Logger) throws(WebError) {
+        self.options = options
+        self.api = api
+        self.log = log
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw WebError.io("pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        events = EventLink(log: log)
+        listenFD = try options.listen.bind()
+    }
+
+    deinit {
+        for c in connections.values { close(c.fd) }
+        if listenFD >= 0 { close(listenFD) }
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    /// The port bound (the one asked for, or the kernel's choice for port 0).
+    public var port: Int { ListenAddress.boundPort(listenFD) }
+
+    /// Serves until SIGTERM or SIGINT.
+    public func run() {
+        signal(SIGPIPE, SIG_IGN)
+        let wake = wakeWrite
+        stop.install([SIGTERM, SIGINT]) { var b: UInt8 = 1; _ = write(wake, &b, 1) }
+        while stop.received == nil { step() }
+        log.info("stopping (signal \(stop.received ?? 0))")
+    }
+
+    /// One turn of the loop: waits for something to do (at most until the next deadline).
+    func step() {
+        let now = Self.now()
+        var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        let accepting = connections.count < options.maxConnections + 8
+        fds.append(pollfd(fd: accepting ? listenFD : -1, events: Int16(POLLIN), revents: 0))
+        let streams = connections.values.contains { if case .stream = $0.stage { return true } else { return false } }
+        events.wanted = streams
+        let linkFD = events.descriptor(now: now)
+        fds.append(pollfd(fd: linkFD, events: Int16(POLLIN), revents: 0))
+        let order = Array(connections.values)
+        for c in order {
+            var ev: Int32 = 0
+            switch c.stage {
+            case .head, .body, .upload, .lingering: ev = Int32(POLLIN)
+            case .stream: ev = Int32(POLLIN)
+            case .waiting, .writing: break
+            }
+            if c.pendingOutput > 0 { ev |= Int32(POLLOUT) }
+            fds.append(pollfd(fd: c.fd, events: Int16(ev), revents: 0))
+        }
+        // Asleep until something happens: deadlines only matter while connections exist.
+        var timeout: Int32 = -1
+        if let next = (order.map(\.deadline) + [events.retryAt].compactMap { $0 }).min() {
+            timeout = Int32(max(0, min(60_000, (next - now) * 1000 + 5)))
+        }
+        let r = poll(&fds, nfds_t(fds.count), timeout)
+        if r < 0 && errno != EINTR { log.error("poll: \(String(cString: strerror(errno)))") }
+        let after = Self.now()
+        if fds[0].revents != 0 {
+            var buf = [UInt8](repeating: 0, count: 64)
+            while read(wakeRead, &buf, buf.count) > 0 {}
+            let done = finished.list.withLock { list -> [(Int, Response)] in
+                defer { list.removeAll() }
+                return list
+            }
+            for (id, response) in done {
+                if let c = connections.values.first(where: { $0.id == id }) { respond(c, response, now: after) }
+            }
+        }
+        if fds[1].revents != 0 { acceptAll(now: after) }
+        if fds[2].revents != 0 {
+            for chunk in events.read() { broadcast(chunk, now: after) }
+        }
+        for (i, c) in order.enumerated() {
+            let re = Int32(fds[i + 3].revents)
+            guard connections[c.fd] === c else { continue }
+            if re & Int32(POLLOUT) != 0 { flush(c, now: after) }
+            guard connections[c.fd] === c else { continue }
+            if re & Int32(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c, now: after) }
+        }
+        // Deadlines: a slow head, a stalled body or upload, a reader that does not read.
+        for c in Array(connections.values) where c.deadline <= after {
+            switch c.stage {
+            case .head, .body, .upload:
+                log.info("connection \(c.id): too slow, dropped")
+                respondAndLinger(c, .error(408, "timeout", tr("the request came too slowly", "die Anfrage kam zu langsam")), now: after)
+            case .stream:
+                if c.pendingOutput > 0 && after - c.lastSent > options.stallTimeout {
+                    drop(c)
+                } else {
+                    queue(c, Array(": ping\n\n".utf8), now: after)
+                    c.deadline = after + 20
+                }
+            case .writing, .lingering:
+                drop(c)
+            case .waiting:
+                c.deadline = after + 3600
+            }
+        }
+    }
+
+    // MARK: connections
+
+    private func acceptAll(now: Double) {
+        while true {
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            if connections.count >= options.maxConnections {
+                // Full: a short answer if the socket takes it, then closed.
+                let bytes = Response.error(503, "busy", tr("too many connections", "zu viele Verbindungen")).bytes()
+                _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(fd)
+                continue
+            }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let c = Connection(fd: fd, id: nextID, now: now, headTimeout: options.headTimeout)
+            nextID += 1
+            connections[fd] = c
+        }
+    }
+
+    private func drop(_ c: Connection) {
+        if case .upload(_, let upload) = c.stage { upload.discard() }
+        connections[c.fd] = nil
+        close(c.fd)
+    }
+
+    private func readFrom(_ c: Connection, now: Double) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while connections[c.fd] === c {
+            let n = recv(c.fd, &buffer, buffer.count, 0)
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                drop(c)
+                return
+            }
+            if n == 0 {
+                // The browser went away (or shut its side mid-request).
+                if case .writing = c.stage, c.pendingOutput > 0 { return }
+                drop(c)
+                return
+            }
+            received(c, buffer[0..<n], now: now)
+        }
+    }
+
+    private func received(_ c: Connection, _ bytes: ArraySlice<UInt8>, now: Double) {
+        switch c.stage {
+        case .head:
+            c.input.append(contentsOf: bytes)
+            guard let end = HTTPRequest.headEnd(c.input) else {
+                if c.input.count > HTTPRequest.maxHeadBytes {
+                    respondAndLinger(c, .error(431, "too-large", tr("the request's head is larger than 8 KiB", "der Kopf der Anfrage ist größer als 8 KiB")), now: now)
+                }
+                return
+            }
+            let request: HTTPRequest
+            do throws(HTTPError) {
+                request = try HTTPRequest.parse(head: c.input[..<end])
+            } catch {
+                respondAndLinger(c, .error(error.status, "bad-request", error.message), now: now)
+                return
+            }
+            let rest = Array(c.input[end...])
+            c.input = []
+            let plan = Language.speaking(request.language) { api.plan(request, maxUpload: options.maxUpload) }
+            switch plan {
+            case .refuse(let response):
+                respondAndLinger(c, response, now: now)
+            case .buffer:
+                c.stage = .body(request)
+                c.input.reserveCapacity(request.contentLength)
+                received(c, rest[...], now: now)
+            case .file(let upload):
+                c.stage = .upload(request, upload)
+                c.deadline = now + options.stallTimeout
+                received(c, rest[...], now: now)
+            }
+        case .body(let request):
+            c.input.append(contentsOf: bytes.prefix(request.contentLength - c.input.count))
+            if c.input.count >= request.contentLength { handle(c, request, body: c.input, upload: nil, now: now) }
+        case .upload(let request, let upload):
+            let want = request.contentLength - upload.received
+            do throws(WebError) {
+                try upload.append(bytes.prefix(want))
+            } catch {
+                upload.discard()
+                c.stage = .writing
+                respondAndLinger(c, .error(507, "io", error.description), now: now)
+                return
+            }
+            c.deadline = now + options.stallTimeout
+            if upload.received >= request.contentLength { handle(c, request, body: [], upload: upload, now: now) }
+        case .lingering, .stream, .writing, .waiting:
+            // Dropped: what a browser sends after its request (or a stream's reader) means nothing.
+            return
+        }
+    }
+
+    private func handle(_ c: Connection, _ request: HTTPRequest, body: [UInt8], upload: Upload?, now: Double) {
+        c.input = []
+        c.stage = .waiting
+        let outcome = Language.speaking(request.language) { api.handle(request, body: body, upload: upload) }
+        switch outcome {
+        case .respond(let response):
+            respond(c, response, now: now)
+        case .stream:
+            c.stage = .stream
+            c.deadline = now + 20
+            queue(c, Response.eventStreamHead(), now: now)
+            events.wanted = true
+            queue(c, events.snapshot(), now: now)
+        case .background(let job):
+            c.deadline = now + 3600
+            let id = c.id, wake = wakeWrite, finished = self.finished
+            let language = request.language
+            DispatchQueue.global().async {
+                let response = Language.speaking(language) { job() }
+                finished.list.withLock { $0.append((id, response)) }
+                var b: UInt8 = 1
+                _ = write(wake, &b, 1)
+            }
+        }
+    }
+
+    private func respond(_ c: Connection, _ response: Response, now: Double) {
+        c.stage = .writing
+        c.deadline = now + options.stallTimeout
+        queue(c, response.bytes(), now: now)
+    }
+
+    /// Answers before the body was read; then reads and drops what comes for 2 s so the
+    /// browser sees the answer rather than a reset.
+    private func respondAndLinger(_ c: Connection, _ response: Response, now: Double) {
+        if case .upload(_, let upload) = c.stage { upload.discard() }
+        c.input = []
+        c.stage = .lingering(until: now + 2)
+        c.deadline = now + 2
+        queue(c, response.bytes(), now: now)
+    }
+
+    private func queue(_ c: Connection, _ bytes: [UInt8], now: Double) {
+        if case .stream = c.stage, c.pendingOutput + bytes.count > options.maxBacklog {
+            log.info("connection \(c.id): an event stream nobody reads, dropped")
+            drop(c)
+            return
+        }
+        if c.sent > 0 && c.sent == c.output.count {
+            c.output.removeAll(keepingCapacity: true)
+            c.sent = 0
+        }
+        c.output.append(contentsOf: bytes)
+        flush(c, now: now)
+    }
+
+    private func flush(_ c: Connection, now: Double) {
+        while c.pendingOutput > 0 {
+            let n = c.output.withUnsafeBytes { raw in
+                send(c.fd, raw.baseAddress.map { $0 + c.sent }, c.pendingOutput, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                drop(c)
+                return
+            }
+            c.sent += n
+            c.lastSent = now
+        }
+        switch c.stage {
+        case .writing:
+            drop(c)
+        case .lingering:
+            shutdown(c.fd, Int32(SHUT_WR))
+        default:
+            break
+        }
+    }
+
+    private func broadcast(_ chunk: [UInt8], now: Double) {
+        for c in Array(connections.values) {
+            if case .stream = c.stage { queue(c, chunk, now: now) }
+        }
+    }
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+public enum WebError: Error, Equatable, Sendable, CustomStringConvertible {
+    case io(String)
+    case badAddress(String)
+    public var description: String {
+        switch self {
+        case .io(let m), .badAddress(let m): return m
+        }
+    }
+}

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""The web app, tested in a real browser and with plain HTTP clients.
+
+Run from the repository root with the venv scripts/webenv.sh makes (make test does):
+.build/web-venv/bin/python Tests/cli/web-tests.py (BIN overrides the binary). Headless
+Chromium from Debian (chromium, chromium-driver) is driven by Selenium against a real
+`stillmoment web` and a real daemon playing on a private PulseAudio null sink (paced, real
+time). Each check prints "ok: ..." or "FAILED: ..."; the script ends with "N passed, N
+failed" and exits 1 if any check failed.
+
+Everything runs in a temporary folder (STILLMOMENT_HOME, XDG_RUNTIME_DIR); every process
+started (PulseAudio, the daemon, the web server, chromedriver and its browser) is stopped
+by its PID at the end, and none holds our stdout.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from webharness import *  # noqa: F401,F403  (the harness: processes, HTTP, the browser)
+from webharness import By
+
+passed = failed = 0
+
+
+def check(cond, text):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok: {text}", flush=True)
+    else:
+        failed += 1
+        print(f"FAILED: {text}", flush=True)
+    return cond
+
+
+def main():
+    pulse = start_pulse()
+    ENV["PULSE_SERVER"] = pulse
+    r = sm("settings", "set", "device", "pulse")
+    assert r.returncode == 0, r.stderr
+    start_daemon()
+
+    web, port = start_web("--max-upload", "2M", "--head-timeout", "2")
+    base = f"http://127.0.0.1:{port}"
+
+    # ---- security with plain HTTP clients
+    status, headers, body = request(port, "GET", "/api/status", origin=None)
+    check(status == 401, f"no token: GET /api/status is 401 ({status})")
+    status, headers, body = request(port, "GET", "/", origin=None)
+    check(status == 200 and "default-src 'none'" in headers.get("content-security-policy", "")
+          and headers.get("x-content-type-options") == "nosniff" and headers.get("referrer-policy") == "no-referrer",
+          f"the shell carries a strict CSP, nosniff and no-referrer ({headers.get('content-security-policy')!r})")
+    sizes = []
+    for p in ("/", "/app.js", "/app.css", "/sw.js", "/manifest.webmanifest", "/icon.svg"):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", p)
+        rr = c.getresponse()
+        sizes.append(len(rr.read()))
+        c.close()
+    check(sum(sizes) < 100 * 1024, f"the whole shell is under 100 KB ({sum(sizes)} bytes in {len(sizes)} files)")
+
+    status, token, cookie = pair_http(port)
+    check(status == 200 and token and "HttpOnly" in cookie and "SameSite=Strict" in cookie,
+          f"a PIN from `web pair` buys a token in an HttpOnly, SameSite=Strict cookie ({status}, {cookie[:40]}…)")
+    status, _, body = request(port, "GET", "/api/status", token=token, origin=None)
+    check(status == 200 and body.get("state") == "idle", f"with the token: status answers ({status}, {body})")
+    status, _, body = request(port, "POST", "/api/stop", {}, token=token, origin="http://evil.example")
+    check(status == 403, f"a change from a foreign Origin is 403 ({status})")
+    status, _, body = request(port, "POST", "/api/stop", {}, token=token, origin=None)
+    check(status == 403, f"a change without an Origin is 403 ({status})")
+    status, _, body = request(port, "POST", "/api/timer", {"options": {"durration": "20m"}}, token=token)
+    check(status == 422 and "durration" in json.dumps(body), f"a misspelt timer option is refused naming it ({status}, {body})")
+
+    # A revoked device's token is refused.
+    status, token2, _ = pair_http(port, "to be revoked")
+    devices = json.loads(sm("web", "devices", "--json").stdout)
+    victim = [d for d in devices if d["name"] == "to be revoked"]
+    r = sm("web", "revoke", str(victim[0]["id"])) if victim else None
+    status, _, _ = request(port, "GET", "/api/status", token=token2, origin=None)
+    check(r is not None and r.returncode == 0 and status == 401, f"a revoked token is refused: 401 ({status})")
+    r = sm("web", "revoke", "999")
+    check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, f"revoking an unknown device: one line, exit 2 ({r.returncode}, {r.stderr.strip()})")
+
+    # Limits: a JSON body over 64 KiB, a head over 8 KiB, an upload over the limit, a cut upload.
+    status, _, _ = request(port, "POST", "/api/timer", b"{" + b" " * 70000 + b"}", token=token)
+    check(status == 413, f"a request body over 64 KiB is 413 ({status})")
+    out = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 9000 + b"\r\n\r\n")
+    check(out.startswith(b"HTTP/1.1 431"), f"a head over 8 KiB is 431 ({out[:20]!r})")
+    meds = os.path.join(HOME, "Meditations")
+    uploads = os.path.join(HOME, ".web-uploads")
+    before = sorted(os.listdir(meds)) if os.path.isdir(meds) else []
+    out = raw_exchange(port, (f"PUT /api/import?name=big.mp3 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n"
+                              f"Cookie: sm_token={token}\r\nContent-Length: {3 << 20}\r\n\r\n").encode() + b"\0" * 65536)
+    check(out.startswith(b"HTTP/1.1 413"), f"an upload over --max-upload 2M is 413 before its body is read ({out[:20]!r})")
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall((f"PUT /api/import?name=cut.mp3 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n"
+               f"Cookie: sm_token={token}\r\nContent-Length: 1000000\r\n\r\n").encode() + b"\xff" * 300000)
+    time.sleep(0.5)
+    partial = os.listdir(uploads) if os.path.isdir(uploads) else []
+    s.close()
+    time.sleep(0.5)
+    after = sorted(os.listdir(meds)) if os.path.isdir(meds) else []
+    left = os.listdir(uploads) if os.path.isdir(uploads) else []
+    check(len(partial) == 1 and left == [] and after == before,
+          f"an upload cut off half-way leaves nothing: streamed to one private file ({partial}), removed ({left}), the store unchanged")
+    st = os.stat(uploads)
+    check(st.st_mode & 0o777 == 0o700, f"uploads stream into a private folder (mode {oct(st.st_mode & 0o777)})")
+    # A slow client (slowloris): the head must come within the head timeout (2 s here).
+    t0 = time.monotonic()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    s.settimeout(10)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    s.close()
+    took = time.monotonic() - t0
+    check(got.startswith(b"HTTP/1.1 408") and took < 5, f"a slow client is dropped after the head timeout: 408 after {took:.1f} s")
+    # Too many connections: the 65th is answered 503 at once, the first 64 are not starved for ever.
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(64)]
+    out = raw_exchange(port, b"GET / HTTP/1.1\r\n\r\n", wait=3)
+    for x in socks:
+        x.close()
+    check(out.startswith(b"HTTP/1.1 503"), f"over 64 connections: 503 ({out[:20]!r})")
+    time.sleep(0.3)
+    status, _, _ = request(port, "GET", "/api/status", token=token, origin=None)
+    check(status == 200, f"after they closed, the server answers again ({status})")
+
+    # ---- the browser: pairing, the timer live, pause, resume, stop
+    d = browser()
+    try:
+        d.get(base + "/")
+        check(wait_for(d, lambda: visible(d, "pair")), "a new browser sees the pairing form")
+        d.find_element(By.ID, "pin").send_keys(new_pin())
+        d.find_element(By.CSS_SELECTOR, "#pair-form button[type=submit]").click()
+        check(wait_for(d, lambda: visible(d, "tabs") and visible(d, "timer")), "with the PIN it is paired and sees the timer")
+        check(d.execute_script("return document.cookie") == "", "the token is not readable by the page's script (HttpOnly)")
+        # Accessible controls: every button has a name; the time is a role=timer.
+        unnamed = d.execute_script("""return Array.from(document.querySelectorAll('button, input, select'))
+            .filter(e => !(e.getAttribute('aria-label') || e.textContent.trim() || (e.id && document.querySelector('label[for="' + e.id + '"]')) || e.closest('label')))
+            .map(e => e.outerHTML.slice(0, 60));""")
+        check(unnamed == [], f"every control has an accessible name ({unnamed})")
+        check(len(d.find_elements(By.CSS_SELECTOR, "[role=timer]")) == 1, "the remaining time is in a role=timer element")
+
+        wait_for(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#t-gong option")) > 0)
+        dur = d.find_element(By.ID, "t-duration")
+        dur.clear()
+        dur.send_keys("2")
+        prep = d.find_element(By.ID, "t-preparation")
+        prep.clear()
+        prep.send_keys("0")
+        start = d.find_element(By.XPATH, "//button[normalize-space()='Start']")
+        start.click()
+        check(wait_for(d, lambda: visible(d, "now")), "Start: the session shows")
+        first = wait_for(d, lambda: (lambda t: t if t and t != "0:00" else None)(d.find_element(By.ID, "time").text))
+        second = wait_for(d, lambda: (lambda t: t if t and t != first else None)(d.find_element(By.ID, "time").text), timeout=5)
+        check(first and second and second < first, f"the remaining time changes by itself (pushed): {first} → {second}")
+        s = daemon_status()
+        check(s.get("source") == "timer", f"the daemon runs the timer the page started ({s.get('state')})")
+
+        d.find_element(By.XPATH, "//button[normalize-space()='Pause']").click()
+        check(wait_for(d, lambda: "Paused" in d.find_element(By.ID, "phase").text), "Pause: the page says Paused")
+        time.sleep(1.0)
+        t1 = d.find_element(By.ID, "time").text
+        time.sleep(2.0)
+        t2 = d.find_element(By.ID, "time").text
+        check(t1 == t2, f"while paused the time stands ({t1} = {t2})")
+        check(daemon_status().get("paused") is True, "the daemon is paused")
+        d.find_element(By.XPATH, "//button[normalize-space()='Resume']").click()
+        moved = wait_for(d, lambda: d.find_element(By.ID, "time").text != t2, timeout=5)
+        check(moved, f"Resume: the time runs again ({d.find_element(By.ID, 'time').text})")
+        d.find_element(By.XPATH, "//button[normalize-space()='Stop']").click()
+        check(wait_for(d, lambda: not visible(d, "now")), "Stop: the session view closes")
+        time.sleep(1.5)
+        check(daemon_status().get("state") == "idle", f"the daemon is idle after Stop ({daemon_status().get('state')})")
+
+        # ---- upload an MP3 from the "phone", with a hostile tag; it lands in the store.
+        mp3 = os.path.join(DIR, "Evening Sit.mp3")
+        make_mp3(mp3, 40, "<script>window.pwned=1</script><b>Evening</b>", "<img src=x onerror=window.pwned=2>")
+        d.find_element(By.XPATH, "//button[normalize-space()='Library']").click()
+        d.find_element(By.ID, "files").send_keys(mp3)
+        d.find_element(By.XPATH, "//button[normalize-space()='Upload']").click()
+        done = wait_for(d, lambda: "added" in d.find_element(By.ID, "upload-results").text, timeout=30)
+        check(done, f"an uploaded MP3 is added ({d.find_element(By.ID, 'upload-results').text!r})")
+        r = sm("list")
+        check("<b>Evening</b>" in r.stdout, f"and `stillmoment list` shows it ({r.stdout.strip()[:120]!r})")
+        names = wait_for(d, lambda: [e.text for e in d.find_elements(By.CSS_SELECTOR, "#list .name")])
+        check(names and names[0] == "<script>window.pwned=1</script><b>Evening</b>", f"tags with <script> are shown as text ({names})")
+        check(d.execute_script("return window.pwned === undefined && document.querySelectorAll('#list script, #list b, #list img').length === 0"),
+              "no tag from the file became an element, nothing ran")
+        left = os.listdir(uploads)
+        check(left == [], f"the uploaded file's temporary copy is gone ({left})")
+        # The same file again: reported as a duplicate.
+        d.find_element(By.ID, "files").send_keys(mp3)
+        d.find_element(By.XPATH, "//button[normalize-space()='Upload']").click()
+        dup = wait_for(d, lambda: "already in the library" in d.find_element(By.ID, "upload-results").text, timeout=30)
+        check(dup, "uploading it again says it is already in the library")
+
+        # ---- play the meditation from the library
+        play = wait_for(d, lambda: d.find_elements(By.XPATH, "//button[normalize-space()='Play']"))
+        play[0].click()
+        check(wait_for(d, lambda: visible(d, "now") and "Evening" in d.find_element(By.ID, "what").text, timeout=10),
+              f"Play: the meditation plays ({d.find_element(By.ID, 'what').text!r})")
+        s = daemon_status()
+        check(s.get("source") == "guided", f"the daemon plays the guided meditation ({s.get('source')}, {s.get('state')})")
+
+        sm("stop")
+
+        # ---- offline: the shell comes from the service worker's cache; the page says it is offline.
+        d.find_element(By.XPATH, "//button[normalize-space()='Timer']").click()
+        wait_for(d, lambda: d.execute_script("return !!(navigator.serviceWorker && navigator.serviceWorker.controller)") or (d.refresh() and False), timeout=10)
+        d.execute_cdp_cmd("Network.enable", {})
+        d.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        d.refresh()
+        check(wait_for(d, lambda: "Offline" in d.find_element(By.ID, "net").text, timeout=10),
+              f"offline: the cached shell loads and says so ({d.find_element(By.ID, 'net').text!r})")
+        d.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        check(wait_for(d, lambda: visible(d, "tabs") and d.find_element(By.ID, "net").text == "", timeout=15),
+              "back online it reconnects by itself")
+    finally:
+        d.quit()
+
+    # ---- no CPU without a browser (once the closed browser's connections are gone)
+    time.sleep(3)
+    c0 = cpu_ticks(web.pid)
+    time.sleep(5)
+    c1 = cpu_ticks(web.pid)
+    check(c1 - c0 == 0, f"no browser connected: the web app uses no CPU ({c1 - c0} ticks in 5 s)")
+
+    # ---- 200 % zoom on a 412-px phone is a 206-px-wide page: nothing may need sideways scrolling.
+    # (The first render's time and the memory budget are measured by `make bench`: bench/web.py.)
+    d = browser()
+    try:
+        d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 206, "height": 458, "deviceScaleFactor": 2, "mobile": True})
+        d.get(base + "/")
+        wait_for(d, lambda: visible(d, "pair"))
+        over = d.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        check(over <= 1, f"at 200 % zoom the page fits its width (overflow {over} px)")
+    finally:
+        d.quit()
+
+    # ---- German from the browser's language
+    d = browser(lang="de-DE")
+    try:
+        d.get(base + "/")
+        check(wait_for(d, lambda: visible(d, "pair") and d.find_element(By.ID, "pair-h").text == "Dieses Gerät koppeln"),
+              f"German browser: the pairing form speaks German ({d.find_element(By.ID, 'pair-h').text!r})")
+        d.find_element(By.ID, "pin").send_keys(new_pin())
+        d.find_element(By.CSS_SELECTOR, "#pair-form button[type=submit]").click()
+        wait_for(d, lambda: visible(d, "timer"))
+        buttons = [b.text for b in d.find_elements(By.CSS_SELECTOR, "button") if b.text]
+        check("Starten" in buttons and "Bibliothek" in buttons and d.execute_script("return document.documentElement.lang") == "de",
+              f"German browser: Starten, Bibliothek, lang=de ({buttons[:6]})")
+        status, _, body = request(port, "POST", "/api/seek", {"by": 1000}, token=token, headers={"Accept-Language": "de-DE"})
+        check(status == 409 and body["error"]["code"] == "no-session" and "nichts" in body["error"]["message"],
+              f"the API answers in the browser's language ({body})")
+    finally:
+        d.quit()
+
+    # ---- wrong PINs: five, then a minute's lock-out (429), even for the right PIN
+    codes = [request(port, "POST", "/api/pair", {"pin": "000000" if i % 2 else "999999", "name": "x"})[0] for i in range(5)]
+    status, _, _ = request(port, "POST", "/api/pair", {"pin": new_pin(), "name": "x"})
+    check(codes[:4] == [403] * 4 and codes[4] == 429 and status == 429,
+          f"wrong PINs: 403 four times, then 429, and the right PIN is locked out too ({codes}, {status})")
+
+    # The server stops on SIGTERM, at once.
+    web.send_signal(signal.SIGTERM)
+    try:
+        web.wait(timeout=5)
+        check(web.returncode == 0, f"SIGTERM stops the web app (exit {web.returncode})")
+    except subprocess.TimeoutExpired:
+        check(False, "SIGTERM stops the web app")
+
+
+try:
+    main()
+finally:
+    cleanup()
+print(f"{passed} passed, {failed} failed", flush=True)
+sys.exit(1 if failed else 0)
