@@ -154,7 +154,16 @@ extension WebAPI {
             let log = PracticeLog(store: store)
             let all = try log.entries()
             let stats = PracticeStats(all, today: LocalTime.now().date)
-            return .json(.object(["entries": JSON(encoding: Array(all.suffix(50).reversed())), "stats": JSON(encoding: stats)]))
+            let recent = all.suffix(50).reversed().map { e -> JSON in
+                var o: [String: JSON] = ["id": .string(e.id), "kind": .string(e.kind.rawValue), "name": .string(e.name),
+                                         "start": .string(e.start.iso8601), "plannedMilliseconds": .number(Double(e.plannedMilliseconds)),
+                                         "heardMilliseconds": .number(Double(e.heardMilliseconds)), "endReason": .string(e.endReason),
+                                         "scheduled": .bool(e.scheduled)]
+                if let t = e.teacher { o["teacher"] = .string(t) }
+                if let p = e.preset { o["preset"] = .string(p) }
+                return .object(o)
+            }
+            return .json(.object(["entries": .array(recent), "stats": JSON(encoding: stats)]))
         } catch {
             return failure(error)
         }

@@ -216,6 +216,54 @@ def main():
         s = daemon_status()
         check(s.get("source") == "guided", f"the daemon plays the guided meditation ({s.get('source')}, {s.get('state')})")
 
+        # Preview: ten seconds from the middle.
+        time.sleep(1)
+        d.find_elements(By.XPATH, "//button[normalize-space()='Preview']")[0].click()
+        check(wait_for(d, lambda: daemon_status().get("source") == "preview", timeout=10),
+              f"Preview: the daemon plays a preview ({daemon_status().get('source')})")
+        sm("stop")
+
+        # Delete, confirmed: dismissing the question keeps it, accepting removes it from the store.
+        d.find_element(By.XPATH, "//li[@data-id]//summary").click()
+        d.find_element(By.XPATH, "//button[normalize-space()='Delete']").click()
+        alert = wait_for(d, lambda: d.switch_to.alert)
+        check(alert is not None and "Delete" in alert.text, f"Delete asks first ({alert.text if alert else None!r})")
+        if alert:
+            alert.dismiss()
+        time.sleep(0.5)
+        check("Evening" in sm("list").stdout, "dismissed: the meditation stays")
+        d.find_element(By.XPATH, "//button[normalize-space()='Delete']").click()
+        alert = wait_for(d, lambda: d.switch_to.alert)
+        if alert:
+            alert.accept()
+        check(wait_for(d, lambda: "empty" in d.find_element(By.ID, "list").text, timeout=10)
+              and "Evening" not in sm("list").stdout and os.listdir(os.path.join(HOME, "Meditations")) == [],
+              f"accepted: it is gone from the page, the catalog and the folder ({os.listdir(os.path.join(HOME, 'Meditations'))})")
+
+        # The practice log: the sits of this run, with totals.
+        d.find_element(By.XPATH, "//button[normalize-space()='Practice']").click()
+        entries = wait_for(d, lambda: [e.text for e in d.find_elements(By.CSS_SELECTOR, "#entries li")
+                                       if "No sits" not in e.text] or None)
+        check(entries and any("Stopped" in e for e in entries) and all(re.search(r" \d{4}-\d\d-\d\d \d\d:\d\d · ", e) for e in entries)
+              and "Today" in d.find_element(By.ID, "stats").text,
+              f"Practice: the sits are listed with totals ({entries[:2] if entries else entries})")
+
+        # The schedule: an entry from the CLI, switched off and on from the page, rung now.
+        r = sm("schedule", "add", "weekdays", "06:30", "--bell", "clear-strike", "--name", "Morning bell")
+        d.find_element(By.XPATH, "//button[normalize-space()='Schedule']").click()
+        box = wait_for(d, lambda: d.find_elements(By.CSS_SELECTOR, "#schedules input[type=checkbox]"))
+        check(r.returncode == 0 and box and box[0].is_selected() and "Morning bell" in d.find_element(By.ID, "schedules").text,
+              f"Schedule: the entry is listed, on ({r.stderr.strip()})")
+        if box:
+            box[0].click()
+            off = wait_for(d, lambda: not json.loads(sm("schedule", "list", "--json").stdout)["entries"][0]["enabled"])
+            check(off, "switched off from the page: `schedule list` says off")
+            d.find_element(By.CSS_SELECTOR, "#schedules input[type=checkbox]").click()
+            on = wait_for(d, lambda: json.loads(sm("schedule", "list", "--json").stdout)["entries"][0]["enabled"])
+            check(on, "and on again")
+        d.find_element(By.XPATH, "//button[normalize-space()='Ring now']").click()
+        check(wait_for(d, lambda: daemon_status().get("source") == "bell" or "bell" in json.dumps(daemon_status().get("lastEnded", {})), timeout=10),
+              f"Ring now: the daemon rings the bell ({daemon_status().get('source')}, {daemon_status().get('lastEnded')})")
         sm("stop")
 
         # ---- offline: the shell comes from the service worker's cache; the page says it is offline.
