@@ -58,10 +58,12 @@ let package = Package(
         ),
         // The web app: an HTTP server of its own (a separate process, `stillmoment web`) that
         // speaks the daemon's typed protocol; its shell is hand-written and embedded as is.
+        // TLS for the web app: OpenSSL 3 loaded with dlopen only when --tls is given.
+        .target(name: "CTLS", linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "StillMomentWeb",
             dependencies: [
-                "StillMomentCore", "StillMomentControl",
+                "StillMomentCore", "StillMomentControl", "CTLS",
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [

@@ -6,6 +6,7 @@
 // 8 KiB within 10 s of connecting; a JSON body of 64 KiB; an upload of `maxUpload` bytes
 // streamed to a private file, stalled for 30 s at most; 64 connections; an event stream
 // whose reader falls 256 KiB behind is dropped. One request a connection.
+import CTLS
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -49,6 +50,11 @@ public final class WebServer {
         var sent = 0
         var deadline: Double
         var lastSent: Double
+        /// The TLS connection (with --tls), its handshake done or not, and whether it
+        /// waits for the socket to be writable to go on reading.
+        var tls: UnsafeMutableRawPointer?
+        var handshaken = false
+        var tlsWantsWrite = false
         init(fd: Int32, id: Int, now: Double, headTimeout: Double) {
             self.fd = fd
             self.id = id
@@ -71,9 +77,21 @@ public final class WebServer {
     private let finished = Finished()
     private let stop = StopFlag()
     private var events: EventLink
+    /// The TLS server context (nil: plain HTTP).
+    private let tls: UnsafeMutableRawPointer?
 
-    public init(options: Options, api: WebAPI, log: Logger) throws(WebError) {
+    /// With `tls` (CERT, KEY), HTTPS only.
+    public init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)? = nil) throws(WebError) {
         self.options = options
+        if let tls {
+            var err = [CChar](repeating: 0, count: 512)
+            guard let ctx = sm_tls_server(tls.cert, tls.key, &err, err.count) else {
+                throw WebError.io("TLS: " + String(cString: err))
+            }
+            self.tls = ctx
+        } else {
+            self.tls = nil
+        }
         self.api = api
         self.log = log
         var fds: [Int32] = [0, 0]
@@ -126,6 +144,7 @@ public final class WebServer {
             case .waiting, .writing: break
             }
             if c.pendingOutput > 0 { ev |= Int32(POLLOUT) }
+            if c.tls != nil && (!c.handshaken || c.tlsWantsWrite) { ev |= Int32(POLLIN | POLLOUT) }
             fds.append(pollfd(fd: c.fd, events: Int16(ev), revents: 0))
         }
         // Asleep until something happens: deadlines only matter while connections exist.
@@ -154,6 +173,10 @@ public final class WebServer {
         for (i, c) in order.enumerated() {
             let re = Int32(fds[i + 3].revents)
             guard connections[c.fd] === c else { continue }
+            if c.tls != nil && (!c.handshaken || c.tlsWantsWrite) {
+                if re != 0 { readFrom(c, now: after) }
+                continue
+            }
             if re & Int32(POLLOUT) != 0 { flush(c, now: after) }
             guard connections[c.fd] === c else { continue }
             if re & Int32(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c, now: after) }
@@ -190,6 +213,10 @@ public final class WebServer {
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            if connections.count >= options.maxConnections && tls != nil {
+                close(fd)
+                continue
+            }
             if connections.count >= options.maxConnections {
                 // Full: a short answer if the socket takes it, then closed.
                 let bytes = Response.error(503, "busy", tr("too many connections", "zu viele Verbindungen")).bytes()
@@ -201,6 +228,13 @@ public final class WebServer {
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let c = Connection(fd: fd, id: nextID, now: now, headTimeout: options.headTimeout)
             nextID += 1
+            if let tls {
+                guard let conn = sm_tls_accept(tls, fd) else {
+                    close(fd)
+                    continue
+                }
+                c.tls = conn
+            }
             connections[fd] = c
         }
     }
@@ -208,16 +242,69 @@ public final class WebServer {
     private func drop(_ c: Connection) {
         if case .upload(_, let upload) = c.stage { upload.discard() }
         connections[c.fd] = nil
+        if let conn = c.tls { sm_tls_close(conn) }
+        c.tls = nil
         close(c.fd)
     }
 
+    /// Reads from the socket (through TLS when on): >0 bytes, 0 closed, -1 would block, -2 failed.
+    private func receive(_ c: Connection, _ buffer: inout [UInt8]) -> Int {
+        if let conn = c.tls {
+            var want: Int32 = 0
+            let n = buffer.withUnsafeMutableBytes { sm_tls_read(conn, $0.baseAddress, $0.count, &want) }
+            c.tlsWantsWrite = n == -1 && want == Int32(SM_TLS_WANT_WRITE)
+            return n
+        }
+        while true {
+            let n = recv(c.fd, &buffer, buffer.count, 0)
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2
+        }
+    }
+
+    /// Writes to the socket (through TLS when on): >0 bytes, -1 would block, -2 failed.
+    private func transmit(_ c: Connection) -> Int {
+        if let conn = c.tls {
+            var want: Int32 = 0
+            let n = c.output.withUnsafeBytes { raw in sm_tls_write(conn, raw.baseAddress.map { $0 + c.sent }, c.pendingOutput, &want) }
+            c.tlsWantsWrite = false
+            return n
+        }
+        while true {
+            let n = c.output.withUnsafeBytes { raw in
+                send(c.fd, raw.baseAddress.map { $0 + c.sent }, c.pendingOutput, Int32(MSG_NOSIGNAL))
+            }
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2
+        }
+    }
+
     private func readFrom(_ c: Connection, now: Double) {
+        if let conn = c.tls, !c.handshaken {
+            var want: Int32 = 0
+            switch sm_tls_handshake(conn, &want) {
+            case 1: c.handshaken = true
+            case 0:
+                c.tlsWantsWrite = want == Int32(SM_TLS_WANT_WRITE)
+                return
+            default:
+                // Not TLS (plain HTTP to an HTTPS port), or a failed handshake.
+                drop(c)
+                return
+            }
+        }
+        if c.tls != nil && c.tlsWantsWrite {
+            c.tlsWantsWrite = false
+            if c.pendingOutput > 0 { flush(c, now: now) }
+            guard connections[c.fd] === c else { return }
+        }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while connections[c.fd] === c {
-            let n = recv(c.fd, &buffer, buffer.count, 0)
+            let n = receive(c, &buffer)
+            if n == -1 { return }
             if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { return }
                 drop(c)
                 return
             }
@@ -341,13 +428,11 @@ public final class WebServer {
     }
 
     private func flush(_ c: Connection, now: Double) {
+        guard c.tls == nil || c.handshaken else { return }
         while c.pendingOutput > 0 {
-            let n = c.output.withUnsafeBytes { raw in
-                send(c.fd, raw.baseAddress.map { $0 + c.sent }, c.pendingOutput, Int32(MSG_NOSIGNAL))
-            }
+            let n = transmit(c)
+            if n == -1 { return }
             if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { return }
                 drop(c)
                 return
             }
@@ -358,7 +443,8 @@ public final class WebServer {
         case .writing:
             drop(c)
         case .lingering:
-            shutdown(c.fd, Int32(SHUT_WR))
+            // Over TLS the answer is the last word (close_notify follows it); plain HTTP half-closes and drains.
+            if c.tls != nil { drop(c) } else { shutdown(c.fd, Int32(SHUT_WR)) }
         default:
             break
         }

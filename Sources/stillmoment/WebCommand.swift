@@ -16,9 +16,9 @@ struct WebCommand: ParsableCommand {
         discussion: """
             Listens on 127.0.0.1:8181 unless --listen or the setting web-listen says otherwise; \
             give a LAN address (e.g. 0.0.0.0:8181) to reach it from a phone. Plain HTTP: anyone \
-            on the network can see the traffic (not the PIN's use after pairing, but the token \
-            cookie); --tls CERT KEY is not built in yet, put a TLS proxy in front where the \
-            network is not trusted. Runs in the foreground (systemd: stillmoment-web.service).
+            on the network can read the traffic, the token cookie included; --tls CERT KEY \
+            serves HTTPS instead (OpenSSL 3, loaded only then). Runs in the foreground \
+            (systemd: stillmoment-web.service).
             """,
         subcommands: [Serve.self, Pair.self, Devices.self, Revoke.self, ImportUpload.self],
         defaultSubcommand: Serve.self
@@ -29,6 +29,8 @@ struct WebCommand: ParsableCommand {
         @Option(help: "ADDRESS:PORT to listen on (default: the setting web-listen, 127.0.0.1:8181).") var listen: String?
         @Option(name: .customLong("max-upload"), help: "The largest file a phone may upload (e.g. 500M, 2G; default: the setting web-max-upload, 1G).")
         var maxUpload: String?
+        @Option(name: .customLong("tls"), parsing: .upToNextOption, help: ArgumentHelp("Serve HTTPS with this PEM certificate (chain) and key: --tls CERT KEY.", valueName: "CERT KEY"))
+        var tls: [String] = []
         /// Seconds a connection has to send its request's head (tests shorten it).
         @Option(name: .customLong("head-timeout"), help: .hidden) var headTimeout: Double?
 
@@ -39,23 +41,27 @@ struct WebCommand: ParsableCommand {
                 return handler
             }
             let log = Logger(label: "stillmoment.web")
+            guard tls.isEmpty || tls.count == 2 else {
+                throw Console.fail(tr("--tls takes two files: the certificate and its key (--tls cert.pem key.pem)",
+                                      "--tls nimmt zwei Dateien: das Zertifikat und seinen Schlüssel (--tls cert.pem key.pem)"), code: 2)
+            }
             do {
                 let settings = try Settings.load()
                 let address = try ListenAddress(listen ?? settings.value("web-listen"))
                 let limit = try ByteSize.parse(maxUpload ?? settings.value("web-max-upload"), option: "--max-upload")
                 let store = try LibraryStore()
                 Upload.cleanFolder(home: store.home)
-                let api = WebAPI(store: store, secure: false, log: log)
+                let api = WebAPI(store: store, secure: !tls.isEmpty, log: log)
                 let server: WebServer
                 do {
                     var options = WebServer.Options(listen: address, maxUpload: limit)
                     if let headTimeout, headTimeout > 0, headTimeout <= 600 { options.headTimeout = headTimeout }
-                    server = try WebServer(options: options, api: api, log: log)
+                    server = try WebServer(options: options, api: api, log: log, tls: tls.count == 2 ? (tls[0], tls[1]) : nil)
                 } catch {
                     throw Console.fail(error.description)
                 }
                 let shown = ListenAddress(host: address.host, port: server.port)
-                log.info("serving the web app on http://\(shown) (uploads up to \(limit >> 20) MB)")
+                log.info("serving the web app on \(tls.isEmpty ? "http" : "https")://\(shown) (uploads up to \(limit >> 20) MB)")
                 if !address.isLoopback { log.notice("listening on the network: pair a browser with `stillmoment web pair`") }
                 server.run()
             } catch let error as CoreError {

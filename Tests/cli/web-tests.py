@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from webharness import *  # noqa: F401,F403  (the harness: processes, HTTP, the browser)
@@ -322,6 +323,66 @@ def main():
     status, _, _ = request(port, "POST", "/api/pair", {"pin": new_pin(), "name": "x"})
     check(codes[:4] == [403] * 4 and codes[4] == 429 and status == 429,
           f"wrong PINs: 403 four times, then 429, and the right PIN is locked out too ({codes}, {status})")
+
+    # ---- HTTPS: --tls CERT KEY (a self-signed certificate made here with openssl)
+    cert, key, other = (os.path.join(DIR, n) for n in ("cert.pem", "key.pem", "other.pem"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-subj", "/CN=localhost", "-days", "2", "-keyout", key, "-out", cert], check=True, capture_output=True)
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", other],
+                   check=True, capture_output=True)
+    r = sm("web", "--listen", "127.0.0.1:0", "--tls", cert, other, timeout=10)
+    check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "key" in r.stderr,
+          f"a key that does not match the certificate: one line, exit {r.returncode} ({r.stderr.strip()})")
+    r = sm("web", "--listen", "127.0.0.1:0", "--tls", cert, timeout=10)
+    check(r.returncode == 2, f"--tls with one file: exit 2 ({r.stderr.strip()})")
+    tls_web, tls_port = start_web("--tls", cert, key)
+    import ssl
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    c = http.client.HTTPSConnection("127.0.0.1", tls_port, timeout=10, context=ctx)
+    c.request("GET", "/")
+    version = c.sock.version() if c.sock else None
+    rr = c.getresponse()
+    page = rr.read()
+    c.close()
+    check(rr.status == 200 and b"Still Moment" in page and "default-src 'none'" in (rr.getheader("Content-Security-Policy") or ""),
+          f"HTTPS: the shell is served ({rr.status}, {version})")
+    c = http.client.HTTPSConnection("127.0.0.1", tls_port, timeout=10, context=ctx)
+    c.request("POST", "/api/pair", body=json.dumps({"pin": new_pin(), "name": "tls"}),
+              headers={"Origin": f"https://127.0.0.1:{tls_port}", "Content-Type": "application/json"})
+    rr = c.getresponse()
+    rr.read()
+    cookie = rr.getheader("Set-Cookie") or ""
+    c.close()
+    check(rr.status == 200 and "; Secure" in cookie and "HttpOnly" in cookie, f"HTTPS pairing: the cookie is Secure ({rr.status}, {cookie[80:]})")
+    out = raw_exchange(tls_port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", wait=3)
+    check(not out.startswith(b"HTTP/1.1 200"), f"plain HTTP to the HTTPS port gets no page ({out[:16]!r})")
+    warnings.simplefilter("ignore", DeprecationWarning)
+    ctx12 = ssl.create_default_context()
+    ctx12.check_hostname = False
+    ctx12.verify_mode = ssl.CERT_NONE
+    ctx12.maximum_version = ssl.TLSVersion.TLSv1_1
+    ctx12.minimum_version = ssl.TLSVersion.TLSv1
+    try:
+        ctx12.set_ciphers("DEFAULT:@SECLEVEL=0")
+        s = ctx12.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=5))
+        s.close()
+        old_ok = True
+    except (ssl.SSLError, OSError):
+        old_ok = False
+    check(not old_ok, "TLS 1.1 and older are refused")
+    status = None
+    c = http.client.HTTPSConnection("127.0.0.1", tls_port, timeout=10, context=ctx)
+    c.request("GET", "/api/status")
+    status = c.getresponse().status
+    c.close()
+    check(status == 401 and tls_web.poll() is None, f"after all that the HTTPS server still answers ({status})")
+    with open(f"/proc/{web.pid}/maps") as f:
+        plain_maps = f.read()
+    with open(f"/proc/{tls_web.pid}/maps") as f:
+        tls_maps = f.read()
+    check("libssl" not in plain_maps and "libssl" in tls_maps, "OpenSSL is loaded by the HTTPS server only (not by a plain one, nor the daemon)")
 
     # The server stops on SIGTERM, at once.
     web.send_signal(signal.SIGTERM)

@@ -114,7 +114,7 @@ def start_web(*extra):
     end = time.monotonic() + 15
     while time.monotonic() < end:
         with open(p.err_path) as f:
-            m = re.search(r"serving the web app on http://127\.0\.0\.1:(\d+)", f.read())
+            m = re.search(r"serving the web app on https?://127\.0\.0\.1:(\d+)", f.read())
         if m:
             return p, int(m.group(1))
         if p.poll() is not None:
