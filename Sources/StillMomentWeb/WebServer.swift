@@ -121,7 +121,18 @@ public final class WebServer {
         signal(SIGPIPE, SIG_IGN)
         let wake = wakeWrite
         stop.install([SIGTERM, SIGINT]) { var b: UInt8 = 1; _ = write(wake, &b, 1) }
-        while stop.received == nil { step() }
+        CodePages.release()
+        var hadConnections = false
+        var lastRelease = Self.now()
+        while stop.received == nil {
+            step()
+            // The last browser went: what it made us touch is released (at most once in 10 s).
+            if hadConnections && connections.isEmpty && Self.now() - lastRelease > 10 {
+                CodePages.release()
+                lastRelease = Self.now()
+            }
+            hadConnections = !connections.isEmpty
+        }
         log.info("stopping (signal \(stop.received ?? 0))")
     }
 
