@@ -154,6 +154,9 @@ def main():
             .map(e => e.outerHTML.slice(0, 60));""")
         check(unnamed == [], f"every control has an accessible name ({unnamed})")
         check(len(d.find_elements(By.CSS_SELECTOR, "[role=timer]")) == 1, "the remaining time is in a role=timer element")
+        installable = d.execute_cdp_cmd("Page.getInstallabilityErrors", {}).get("installabilityErrors")
+        manifest = d.execute_cdp_cmd("Page.getAppManifest", {})
+        check(installable == [] and manifest.get("errors") == [], f"Chromium finds the app installable ({installable}, {manifest.get('errors')})")
 
         wait_for(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#t-gong option")) > 0)
         dur = d.find_element(By.ID, "t-duration")
