@@ -25,7 +25,10 @@ public final class MP3Decoder: AudioDecoder {
     private let file: AudioFile
     private let handle: OpaquePointer
 
-    public init(file: AudioFile, probe: MPEGProbe) throws(AudioError) {
+    /// `exactLength: false` leaves a joined stream's length an estimate instead of decoding
+    /// the whole file once more to count it: for a caller that decodes it all anyway and
+    /// counts as it goes (the import's analysis and its playability probe).
+    public init(file: AudioFile, probe: MPEGProbe, exactLength: Bool = true) throws(AudioError) {
         _ = mpg123Initialised
         self.file = file
         self.probe = probe
@@ -74,7 +77,7 @@ public final class MP3Decoder: AudioDecoder {
         if joined || probe.declaredFrames == nil, let change = try MPEGScan.firstFormatChange(file, probe: probe) {
             changeNote = "it changes from \(Self.describe(change.from)) to \(Self.describe(change.to)) at \(Self.clock(change.seconds))"
         }
-        if joined || changeNote != nil {
+        if exactLength && (joined || changeNote != nil) {
             totalFrames = try countFrames()
         }
     }

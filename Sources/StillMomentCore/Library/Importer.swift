@@ -189,7 +189,8 @@ public struct Importer: Sendable {
     /// The analysis step alone (for the benchmark): decode and loudness.
     public static func analyse(_ path: String) throws(CoreError) -> AudioAnalysis {
         do {
-            return try AudioAnalysis.run(try StillMomentAudio.openDecoder(path: path))
+            let file = try AudioFile(path: path)
+            return try AudioAnalysis.run(try openDecoder(file, try AudioContainer.detect(file)))
         } catch {
             throw CoreError.unplayable(path: "", reason: Self.text(error))
         }
@@ -257,9 +258,11 @@ public struct Importer: Sendable {
         return out
     }
 
+    /// A decoder for the import's probe and analysis: both decode (or need) no exact length
+    /// up front; the analysis counts what decodes.
     static func openDecoder(_ file: AudioFile, _ container: AudioContainer) throws(AudioError) -> any AudioDecoder {
         switch container {
-        case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe)
+        case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe, exactLength: false)
         case .mp4: return try AACDecoder(file: file)
         }
     }
