@@ -110,6 +110,7 @@ install: release
 	.build/release/stillmoment --generate-completion-script zsh > $(DESTDIR)$(DATADIR)/zsh/site-functions/_stillmoment
 	.build/release/stillmoment --generate-completion-script fish > $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/stillmoment.fish
 	@echo "installed under $(DESTDIR)$(PREFIX); enable the daemon with: systemctl --user enable --now stillmoment"
+	@echo "the web app for a phone (off until enabled): systemctl --user enable --now stillmoment-web; then stillmoment web pair"
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/stillmoment $(DESTDIR)$(PREFIX)/lib/systemd/user/stillmoment.service \
