@@ -17,11 +17,15 @@ struct PlayCommand: ParsableCommand {
     @Flag(help: "Start where playback last stopped.") var resume = false
     @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.") var device: String?
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
+    @Option(help: "With --output: s16 (16-bit PCM, dithered) or f32 (32-bit float, the default).", completion: .list(["s16", "f32"])) var format: String?
     @Flag(help: "Start it in the daemon and return at once.") var detach = false
     @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
+        if format != nil && output == nil {
+            throw Console.fail(CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)")))
+        }
         if from != nil && resume {
             throw Console.fail(tr("--from and --resume exclude each other", "--from und --resume schließen einander aus"), code: Exit.usage)
         }
@@ -50,7 +54,7 @@ struct PlayCommand: ParsableCommand {
         if resume, let last = m.lastPosition { start = last - (m.trimStart ?? 0) }
         let prep = preparation.map { $0.lowercased() == "off" ? "0s" : $0 } ?? "0s"
         return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
-                                 output: try sessionOutput(file: output, device: device),
+                                 output: try sessionOutput(file: output, device: device, format: format),
                                  preparation: try parse(prep, "--preparation"), from: start)
     }
 
@@ -64,10 +68,14 @@ struct PreviewCommand: ParsableCommand {
     @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
     @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.") var device: String?
     @Option(help: "Render to this WAV file instead of playing.") var output: String?
+    @Option(help: "With --output: s16 (16-bit PCM, dithered) or f32 (32-bit float, the default).", completion: .list(["s16", "f32"])) var format: String?
     @Flag(help: "Start it in the daemon and return at once.") var detach = false
     @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
+        if format != nil && output == nil {
+            throw Console.fail(CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)")))
+        }
         if output != nil || foreground {
             try playGuided(makeSession, rendering: output, savePosition: false)
             return
@@ -83,13 +91,16 @@ struct PreviewCommand: ParsableCommand {
         let window = min(10_000, trimEnd - trimStart)
         let middle = (trimEnd - trimStart) / 2 - window / 2
         return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
-                                 output: try sessionOutput(file: output, device: device), from: middle, window: window)
+                                 output: try sessionOutput(file: output, device: device, format: format), from: middle, window: window)
     }
 }
 
-/// A file to render to, else the device given, else the one in the settings.
-func sessionOutput(file: String?, device: String?) throws(CoreError) -> SessionOutput {
-    if let file { return .file(path: file) }
+/// A file to render to (in `format`: s16 or f32), else the device given, else the one in the settings.
+func sessionOutput(file: String?, device: String?, format: String? = nil) throws(CoreError) -> SessionOutput {
+    if let file { return .file(path: file, format: try wavFormat(format, output: file)) }
+    if format != nil {
+        throw CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
+    }
     if let device { return .device(DeviceConfiguration(name: device)) }
     return .device(DeviceConfiguration(name: try Settings.load().value("device")))
 }
@@ -172,5 +183,17 @@ enum SessionClock {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
+
+/// `--format`: s16 (16-bit PCM, dithered: what most players and editors take, half the
+/// size) or f32 (32-bit float: the mix exactly as it is); f32 when not given.
+func wavFormat(_ text: String?, output: String) throws(CoreError) -> WAVWriter.SampleFormat {
+    switch text?.lowercased() {
+    case nil, "f32", "float", "float32": return .float32
+    case "s16", "16", "int16": return .int16
+    case let other?:
+        throw CoreError.badValue(option: "--format", reason: tr("'\(Display.clean(String(other.prefix(20))))' is not s16 or f32",
+                                                                "'\(Display.clean(String(other.prefix(20))))' ist weder s16 noch f32"))
     }
 }

@@ -33,6 +33,9 @@ struct TimerCommand: ParsableCommand {
     @Option(help: "Render the whole session to this WAV file, as fast as the CPU goes, instead of playing.", completion: .file(extensions: ["wav"]))
     var output: String?
 
+    @Option(help: "With --output: s16 (16-bit PCM, dithered) or f32 (32-bit float, the default).", completion: .list(["s16", "f32"]))
+    var format: String?
+
     @Option(name: .customLong("fallback-output"), help: .hidden)
     var fallbackOutput: String?
 
@@ -85,6 +88,15 @@ struct TimerCommand: ParsableCommand {
         }
         if json { throw Console.fail(CoreError.badRequest(tr("--json goes with --plan", "--json gehört zu --plan"))) }
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
+        let wav: WAVWriter.SampleFormat
+        do throws(CoreError) {
+            if format != nil && output == nil {
+                throw CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
+            }
+            wav = try wavFormat(format, output: output ?? "")
+        } catch {
+            throw Console.fail(error)
+        }
         if output == nil && fallbackOutput == nil && !foreground {
             let what = duration?.lowercased() == "open" ? tr("an open sit", "eine offene Sitzung")
                 : duration.map { tr("a timer of \($0)", "ein Timer von \($0)") } ?? tr("a timer", "ein Timer")
@@ -95,7 +107,7 @@ struct TimerCommand: ParsableCommand {
         }
         let (configuration, catalog, chosen) = try resolve(options)
 
-        var target: SessionOutput = output.map { .file(path: $0) } ?? .device(DeviceConfiguration(name: configuration.device))
+        var target: SessionOutput = output.map { .file(path: $0, format: wav) } ?? .device(DeviceConfiguration(name: configuration.device))
         let session: TimerSession
         do {
             session = try TimerSession(configuration: configuration, catalog: catalog, output: target)
@@ -110,7 +122,7 @@ struct TimerCommand: ParsableCommand {
                 throw Console.fail(error)
             }
         }
-        let renderPath: String? = if case .file(let p) = target { p } else { nil }
+        let renderPath: String? = if case .file(let p, _) = target { p } else { nil }
         let result = TimerRunner(session: session, renderingTo: renderPath, announce: output != nil, preset: chosen?.name).run()
         if result == .failed { throw ExitCode(Exit.failure) }
     }

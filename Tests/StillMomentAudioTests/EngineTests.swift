@@ -157,6 +157,12 @@ struct EngineTests {
         let mean = out[8...].reduce(0.0) { $0 + Double($1) } / 10000
         #expect(abs(mean - 0.25 * 32767) < 0.1)
         #expect(out[8...].allSatisfy { abs(Int($0) - 8192) <= 1 })
+        // Odd input never wraps: NaN and infinities land on the rails.
+        var odd: [Float] = [.nan, .infinity, -.infinity, -0.99999]
+        var oddOut = [Int16](repeating: 0, count: odd.count)
+        sm_convert_s16(&odd, &oddOut, odd.count, &state)
+        #expect(oddOut[0] == -32768 && oddOut[1] == 32767 && oddOut[2] == -32768)
+        #expect(abs(Int(oddOut[3]) + 32767) <= 1)
     }
 
     @Test("the ring keeps order across the wrap and refuses to overfill")

@@ -28,7 +28,7 @@ struct TimerSessionTests {
         session.engine.stop()
         let path: String
         switch output(dir) {
-        case .file(let p): path = p
+        case .file(let p, _): path = p
         case .device(let d): path = String(d.name.dropFirst("file:FILE=".count).prefix { $0 != "," })
         }
         return (session.plan, try readFloatWAV(path))

@@ -87,6 +87,27 @@ def main():
             check(one_line_error(rc, out, err), f"`{' '.join(args)}` is refused in one line with exit 2 (exit {rc}: {err.strip()[:110]})")
         rc, out, err = c.run("timer", "5m", "--bells", "-2m", "--preparation", "off", "--output", c.dir + "/b.wav")
         check(rc == 0 and os.path.exists(c.dir + "/b.wav"), f"`--bells -2m` is a value, not an unknown option (exit {rc}: {err.strip()[:80]})")
+        # --format: a 16-bit PCM WAV (dithered) or 32-bit float (the default); the same session either way.
+        import struct
+        def wav_format(path):
+            with open(path, "rb") as f:
+                head = f.read(256)
+            i = head.find(b"fmt ")
+            tag, ch, rate = struct.unpack_from("<HHI", head, i + 8)
+            bits = struct.unpack_from("<H", head, i + 22)[0]
+            return tag, ch, rate, bits, os.path.getsize(path)
+        rc16, _, err16 = c.run("timer", "1m", "--preparation", "off", "--output", c.dir + "/s16.wav", "--format", "s16")
+        rcf, _, errf = c.run("timer", "1m", "--preparation", "off", "--output", c.dir + "/f32.wav")
+        if rc16 == 0 and rcf == 0:
+            a, b = wav_format(c.dir + "/s16.wav"), wav_format(c.dir + "/f32.wav")
+            check(a[:4] == (1, 2, 44100, 16) and b[:4] == (3, 2, 44100, 32) and abs(a[4] * 2 - b[4]) < 1024,
+                  f"--format s16 writes 16-bit PCM, half the size of the float default ({a}, {b})")
+        else:
+            check(False, f"--format s16 renders (exit {rc16}: {err16.strip()[:80]}; {rcf}: {errf.strip()[:80]})")
+        for args in (["--output", c.dir + "/bad.wav", "--format", "mp3"], ["--format", "s16", "--device", "null"]):
+            rc, out, err = c.run("timer", "1m", *args)
+            check(one_line_error(rc, out, err) and not os.path.exists(c.dir + "/bad.wav"),
+                  f"`timer 1m {' '.join(a for a in args if not a.startswith('/'))}` is refused in one line, exit 2 ({err.strip()[:80]})")
         rc, out, err = c.run("timer", "--nope")
         check(rc == 2, f"an unknown option exits 2, not ArgumentParser's 64 (exit {rc})")
         rc, out, err = c.run("timer", "5m", "--output", c.dir + "/x.wav", "--detach")

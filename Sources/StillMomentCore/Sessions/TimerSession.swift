@@ -4,14 +4,15 @@ import Synchronization
 /// Where a session's sound goes.
 public enum SessionOutput: Sendable {
     case device(DeviceConfiguration)
-    case file(path: String)
+    /// A WAV file: 32-bit float (the mix as it is) or 16-bit PCM with TPDF dither.
+    case file(path: String, format: WAVWriter.SampleFormat = .float32)
 
-    /// Opens the engine on this output (a file is written as 32-bit float WAV).
+    /// Opens the engine on this output.
     func makeEngine(sampleRate: Int) throws(CoreError) -> AudioEngine {
         do {
             switch self {
             case .device(let device): return try AudioEngine(sampleRate: sampleRate, sink: .device(device))
-            case .file(let path): return try AudioEngine(sampleRate: sampleRate, sink: .file(path: path, format: .float32))
+            case .file(let path, let format): return try AudioEngine(sampleRate: sampleRate, sink: .file(path: path, format: format))
             }
         } catch {
             if case .device(let device) = error { throw CoreError.device(device) }
