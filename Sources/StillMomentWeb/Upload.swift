@@ -12,13 +12,22 @@ public final class Upload: @unchecked Sendable {
     private var fd: Int32
     public private(set) var received = 0
 
-    /// The folder the uploads go to; what a crash left there is removed when the server starts.
+    /// The folder the uploads go to; what a crash left there is removed when a server starts.
     public static func folder(home: String) -> String { home + "/.web-uploads" }
 
+    /// Removes what a crash left: uploads not written to for a minute (one in flight is
+    /// written at least every 30 s, or dropped, so another web app's upload is safe).
     public static func cleanFolder(home: String) {
         let folder = folder(home: home)
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
-        for n in names where n.hasPrefix("upload-") { unlink(folder + "/" + n) }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        for n in names where n.hasPrefix("upload-") {
+            var st = stat()
+            let path = folder + "/" + n
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, now.tv_sec - st.st_mtim.tv_sec > 60 else { continue }
+            unlink(path)
+        }
     }
 
     init(home: String, name: String) throws(WebError) {

@@ -47,7 +47,18 @@ def main():
     assert r.returncode == 0, r.stderr
     start_daemon()
 
+    # What a crashed web app left in the upload folder goes when one starts; a fresh file
+    # (another web app's upload in flight) stays.
+    up = os.path.join(HOME, ".web-uploads")
+    os.makedirs(up, mode=0o700, exist_ok=True)
+    for name, age in (("upload-dead.mp3", 3600), ("upload-live.mp3", 0)):
+        with open(os.path.join(up, name), "wb") as f:
+            f.write(b"\0" * 1000)
+        os.utime(os.path.join(up, name), (time.time() - age, time.time() - age))
     web, port = start_web("--max-upload", "2M", "--head-timeout", "2")
+    left = sorted(os.listdir(up))
+    check(left == ["upload-live.mp3"], f"a crashed upload's file is removed at start, a live one kept ({left})")
+    os.unlink(os.path.join(up, "upload-live.mp3"))
     base = f"http://127.0.0.1:{port}"
 
     # ---- security with plain HTTP clients
