@@ -190,6 +190,9 @@ public final class Daemon {
     private var lastCheck = 0.0
     private var reachable = true
     private var started = false
+    /// Since when no session plays, and whether the code pages were released since.
+    private var sessionIdleSince = 0.0
+    private var codeReleased = false
 
     /// One turn of the loop: waits (at most `cap` ms, less when something is due) for
     /// the sockets and the device worker, serves what came, ticks the service, and
@@ -200,6 +203,7 @@ public final class Daemon {
             started = true
             idleSince = now()
             lastCheck = now()
+            sessionIdleSince = now()
         }
         if let sig = stopSignal.received {
             log.info("signal \(sig): ending")
@@ -224,6 +228,16 @@ public final class Daemon {
                 log.info("unreachable and nothing playing: exiting")
                 return false
             }
+        }
+        // Idle for 2 s: what start-up and the last session touched of the code is released.
+        if host.isIdle {
+            if !codeReleased && t - sessionIdleSince >= 2 {
+                CodePages.release()
+                codeReleased = true
+            }
+        } else {
+            sessionIdleSince = t
+            codeReleased = false
         }
         // A client that is connected may be about to start a session: not idle.
         if !host.isIdle || !clients.isEmpty {

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The daemon users run, measured while it plays (issue 16's lean daemon): its RSS playing
+a 5-minute guided meditation and a timer with ambience on a private PulseAudio null sink,
+beside mpg123 and MPD playing the same MP3 to the same sink in the same run, and what the
+daemon's resident pages of the binary are (bench/pages.py, as root).
+
+Run with the release binary (make bench): .build/web-venv/bin/python bench/daemon.py.
+Lines go to bench-out/results.txt in the format of bench/lib.sh.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "Tests", "cli"))
+os.environ.setdefault("BIN", os.path.join(here, "..", ".build", "release", "stillmoment"))
+import webharness as h  # noqa: E402
+
+OUT = os.environ.get("BENCH_OUT", "bench-out")
+os.makedirs(OUT, exist_ok=True)
+
+
+def report(name, value, unit, target, ok):
+    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
+    print(line, flush=True)
+    with open(os.path.join(OUT, "results.txt"), "a") as f:
+        f.write(line + "\n")
+
+
+def peak_while(pid, seconds):
+    """The largest VmRSS (MB) sampled every 50 ms for `seconds`."""
+    peak = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            peak = max(peak, h.rss_kb(pid))
+        except OSError:
+            break
+        time.sleep(0.05)
+    return peak / 1024
+
+
+def mpd_rss(mp3, pulse):
+    """MPD playing the MP3 to the same sink (None when mpd is not installed)."""
+    if not shutil.which("mpd"):
+        return None
+    d = os.path.join(h.DIR, "mpd")
+    music = os.path.join(d, "music")
+    os.makedirs(music)
+    shutil.copy(mp3, os.path.join(music, "talk.mp3"))
+    sock = os.path.join(d, "mpd.sock")
+    with open(os.path.join(d, "mpd.conf"), "w") as f:
+        f.write(f'music_directory "{music}"\ndb_file "{d}/db"\nstate_file "{d}/state"\nbind_to_address "{sock}"\n'
+                f'audio_output {{\n type "pulse"\n name "bench"\n server "{pulse}"\n}}\n')
+    p = h.spawn(["mpd", "--no-daemon", "--stderr", os.path.join(d, "mpd.conf")], dict(os.environ, PULSE_SERVER=pulse), "mpd")
+    for _ in range(200):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.05)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    f = s.makefile("rw")
+    f.readline()
+
+    def cmd(c):
+        f.write(c + "\n")
+        f.flush()
+        lines = []
+        while True:
+            line = f.readline()
+            if not line or line.startswith("OK") or line.startswith("ACK"):
+                return lines + [line]
+            lines.append(line)
+    cmd("update")
+    for _ in range(100):
+        if not any(l.startswith("updating_db") for l in cmd("status")):
+            break
+        time.sleep(0.1)
+    cmd("add talk.mp3")
+    cmd("play")
+    time.sleep(3)
+    rss = peak_while(p.pid, 5)
+    cmd("stop")
+    s.close()
+    return rss
+
+
+def main():
+    pulse = h.start_pulse()
+    h.ENV["PULSE_SERVER"] = pulse
+    h.sm("settings", "set", "device", "pulse")
+    mp3 = os.path.join(h.DIR, "talk.mp3")
+    h.make_mp3(mp3, 300, "Bench talk", "Bench")
+    r = h.sm("import", mp3)
+    assert r.returncode == 0, r.stderr
+    daemon = h.start_daemon()
+    time.sleep(8)
+    idle = h.rss_kb(daemon.pid) / 1024
+
+    h.sm("play", "Bench talk", "--preparation", "off", "--detach")
+    time.sleep(3)
+    guided = peak_while(daemon.pid, 5)
+    if os.geteuid() == 0:
+        pages = subprocess.run([sys.executable, os.path.join(here, "pages.py"), str(daemon.pid), os.environ["BIN"]],
+                               capture_output=True, text=True).stdout
+        with open(os.path.join(OUT, "daemon-pages.txt"), "w") as f:
+            f.write(pages)
+    h.sm("stop")
+    time.sleep(1.5)
+    h.sm("timer", "5m", "--preparation", "off", "--ambience", "forest", "--interval", "1m", "--detach")
+    time.sleep(3)
+    timer = peak_while(daemon.pid, 5)
+    h.sm("stop")
+
+    p = h.spawn(["mpg123", "-q", "-o", "pulse", mp3], dict(os.environ, PULSE_SERVER=pulse), "mpg123")
+    time.sleep(2)
+    ref = peak_while(p.pid, 4)
+    p.terminate()
+    mpd = mpd_rss(mp3, pulse)
+    refs = f"mpg123 -o pulse {ref:.1f} MB" + (f", MPD {mpd:.1f} MB" if mpd else ", MPD not installed")
+    report(f"daemon RSS playing a 5-min MP3 (guided) on the paced device ({refs}, same MP3 and sink)",
+           f"{guided:.1f}", "MB", "≤ 20 MB", guided <= 20)
+    report("daemon RSS playing a timer with ambience and interval gongs on the paced device",
+           f"{timer:.1f}", "MB", "≤ 20 MB", timer <= 20)
+    time.sleep(8)
+    after = h.rss_kb(daemon.pid) / 1024
+    report(f"daemon RSS idle, 8 s after start / 8 s after its sessions (code pages released after 2 s idle)",
+           f"{idle:.1f} / {after:.1f}", "MB", "reported", True)
+
+
+try:
+    main()
+finally:
+    h.cleanup()
