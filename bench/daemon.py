@@ -2,7 +2,9 @@
 """The daemon users run, measured while it plays (issue 16's lean daemon): its RSS playing
 a 5-minute guided meditation and a timer with ambience on a private PulseAudio null sink,
 beside mpg123 and MPD playing the same MP3 to the same sink in the same run, and what the
-daemon's resident pages of the binary are (bench/pages.py, as root).
+daemon's resident pages of the binary are (bench/pages.py, as root). MPD is measured when
+it is installed (`apt install mpd`; make bench does not install it: Debian starts its
+system service, which would hold the sound card; a private instance is started here).
 
 Run with the release binary (make bench): .build/web-venv/bin/python bench/daemon.py.
 Lines go to bench-out/results.txt in the format of bench/lib.sh.
