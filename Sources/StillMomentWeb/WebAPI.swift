@@ -18,8 +18,8 @@ public final class WebAPI {
     /// What a request comes to.
     enum Outcome {
         case respond(Response)
-        /// Server-sent events from now on.
-        case stream
+        /// Server-sent events from now on, for this paired device.
+        case stream(device: Int64)
         /// An answer computed on a worker thread (an import's analysis).
         case background(@Sendable () -> Response)
     }
@@ -131,7 +131,9 @@ public final class WebAPI {
             if let d = device(r) { _ = try? PairingStore(store: store).revoke(d.id) }
             return .respond(.json(.object([:]), headers: [("Set-Cookie", "\(Self.cookieName)=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")]))
         case ("GET", "status", 1): return .respond(control(.status, [:], start: false))
-        case ("GET", "events", 1): return .stream
+        case ("GET", "events", 1):
+            guard let d = device(r) else { return .respond(.error(401, "unpaired", "")) }
+            return .stream(device: d.id)
         case ("GET", "options", 1): return .respond(options())
         case ("POST", "timer", 1):
             do throws(ProtocolError) {
@@ -174,6 +176,12 @@ public final class WebAPI {
             return .respond(.error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
                                                         "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))")))
         }
+    }
+
+    /// Whether a device is still paired (an event stream of a revoked one is closed).
+    func isPaired(_ id: Int64) -> Bool {
+        guard let devices = try? PairingStore(store: store).devices() else { return true }
+        return devices.contains { $0.id == id }
     }
 
     // MARK: pairing

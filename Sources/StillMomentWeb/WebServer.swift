@@ -53,6 +53,9 @@ public final class WebServer {
         /// The TLS connection (with --tls), its handshake done or not, and whether it
         /// waits for the socket to be writable to go on reading.
         var tls: UnsafeMutableRawPointer?
+        /// An event stream's device, and when it was last found still paired.
+        var device: Int64?
+        var pairedCheckedAt = 0.0
         var handshaken = false
         var tlsWantsWrite = false
         init(fd: Int32, id: Int, now: Double, headTimeout: Double) {
@@ -199,7 +202,7 @@ public final class WebServer {
                 log.info("connection \(c.id): too slow, dropped")
                 respondAndLinger(c, .error(408, "timeout", tr("the request came too slowly", "die Anfrage kam zu langsam")), now: after)
             case .stream:
-                if c.pendingOutput > 0 && after - c.lastSent > options.stallTimeout {
+                if c.pendingOutput > 0 && after - c.lastSent > options.stallTimeout || !stillPaired(c, now: after, every: 0) {
                     drop(c)
                 } else {
                     queue(c, Array(": ping\n\n".utf8), now: after)
@@ -389,8 +392,10 @@ public final class WebServer {
         switch outcome {
         case .respond(let response):
             respond(c, response, now: now)
-        case .stream:
+        case .stream(let device):
             c.stage = .stream
+            c.device = device
+            c.pairedCheckedAt = now
             c.deadline = now + 20
             queue(c, Response.eventStreamHead(), now: now)
             events.wanted = true
@@ -463,8 +468,20 @@ public final class WebServer {
 
     private func broadcast(_ chunk: [UInt8], now: Double) {
         for c in Array(connections.values) {
-            if case .stream = c.stage { queue(c, chunk, now: now) }
+            guard case .stream = c.stage else { continue }
+            if stillPaired(c, now: now, every: 5) { queue(c, chunk, now: now) } else { drop(c) }
         }
+    }
+
+    /// Whether an event stream's device is still paired, looked up at most once in `every`
+    /// seconds: a revoked browser stops hearing within 5 s while something plays, at its
+    /// next keep-alive (20 s) otherwise.
+    private func stillPaired(_ c: Connection, now: Double, every: Double) -> Bool {
+        guard let device = c.device, now - c.pairedCheckedAt >= every else { return true }
+        c.pairedCheckedAt = now
+        if api.isPaired(device) { return true }
+        log.info("connection \(c.id): device \(device) was revoked, its event stream closed")
+        return false
     }
 
     static func now() -> Double {

@@ -96,6 +96,29 @@ def main():
     r = sm("web", "revoke", str(victim[0]["id"])) if victim else None
     status, _, _ = request(port, "GET", "/api/status", token=token2, origin=None)
     check(r is not None and r.returncode == 0 and status == 401, f"a revoked token is refused: 401 ({status})")
+    # A revoked device's open event stream is closed (within 5 s while something plays).
+    status, token3, _ = pair_http(port, "watching, then revoked")
+    es = socket.create_connection(("127.0.0.1", port), timeout=10)
+    es.sendall(f"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: sm_token={token3}\r\n\r\n".encode())
+    first = es.recv(65536)
+    request(port, "POST", "/api/timer", {"options": {"duration": "1m", "preparation": "off"}}, token=token)
+    time.sleep(1.5)
+    devices = json.loads(sm("web", "devices", "--json").stdout)
+    victim = [d for d in devices if d["name"] == "watching, then revoked"]
+    sm("web", "revoke", str(victim[0]["id"]))
+    t0 = time.monotonic()
+    closed = False
+    try:
+        while time.monotonic() - t0 < 10:
+            if not es.recv(65536):
+                closed = True
+                break
+    except (socket.timeout, ConnectionResetError):
+        pass
+    es.close()
+    request(port, "POST", "/api/stop", {}, token=token)
+    check(first.startswith(b"HTTP/1.1 200") and b"text/event-stream" in first and closed and time.monotonic() - t0 < 7,
+          f"a revoked device's event stream is closed ({time.monotonic() - t0:.1f} s after the revoke)")
     r = sm("web", "revoke", "999")
     check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, f"revoking an unknown device: one line, exit 2 ({r.returncode}, {r.stderr.strip()})")
 
