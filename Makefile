@@ -56,6 +56,7 @@ test: deps-test
 	python3 Tests/cli/daemon-tests.py
 	python3 Tests/cli/seek-end-tests.py
 	python3 Tests/cli/service-latency.py
+	python3 Tests/cli/pause-click-tests.py
 	bash scripts/webenv.sh
 	.build/web-venv/bin/python Tests/cli/web-tests.py
 

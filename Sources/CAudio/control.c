@@ -51,7 +51,8 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->hist_cap = 1;
     while (o->hist_cap < o->info.buffer_frames + chunk) o->hist_cap <<= 1;
     o->hist = calloc((size_t)o->hist_cap * SM_CHANNELS, sizeof(float));
-    if (!o->ring || !o->fbuf || !o->obuf || !o->hist) {
+    o->hist_gain = calloc((size_t)o->hist_cap, sizeof(float));
+    if (!o->ring || !o->fbuf || !o->obuf || !o->hist || !o->hist_gain) {
         sm_set_error(e, SM_ERR_MEMORY, 0, "out of memory for the audio buffers");
         sm_output_close(o);
         return NULL;
@@ -87,6 +88,7 @@ void sm_output_close(sm_output *o) {
     free(o->fbuf);
     free(o->obuf);
     free(o->hist);
+    free(o->hist_gain);
     free(o);
 }
 

@@ -48,6 +48,7 @@ struct sm_output {
     float *fbuf;          /* period frames of float audio */
     void *obuf;           /* the same, converted to the device format */
     float *hist;          /* the last hist_cap ring frames handed to the device */
+    float *hist_gain;     /* the ramp gain each of them was played at (a rewind resumes from it) */
     uint32_t hist_cap;    /* power of two */
     uint32_t hist_valid;  /* frames in hist that are contiguous up to next_ring */
 

@@ -145,9 +145,16 @@ static int write_device(sm_output *o, uint32_t n) {
 
 /* Applies the ramp gain to fbuf in place. A fade-out multiplies, then steps down
  * (1, 1-1/n, ..., 1/n); a fade-in steps up, then multiplies (1/n, ..., 1): no frame of
- * either ramp is silenced outright, so every played frame stays audible. */
-static void apply_gain(sm_output *o, uint32_t n) {
-    if (o->gain == 1.0f && o->gain_target == 1.0f) return;
+ * either ramp is silenced outright, so every played frame stays audible. The first `got`
+ * frames are ring frames from `start`: the gain each is played at is kept beside it in the
+ * history, so a rewind into a ramp goes on from the gain last heard (a pause right after a
+ * resume took back part of the fade-in and faded out from full gain: a click). */
+static void apply_gain(sm_output *o, uint32_t n, uint64_t start, uint32_t got) {
+    const uint32_t mask = o->hist_cap - 1;
+    if (o->gain == 1.0f && o->gain_target == 1.0f) {
+        for (uint32_t i = 0; i < got; i++) o->hist_gain[(start + i) & mask] = 1.0f;
+        return;
+    }
     float g = o->gain;
     const float target = o->gain_target;
     const float step = o->gain_step;
@@ -155,6 +162,7 @@ static void apply_gain(sm_output *o, uint32_t n) {
         if (g < target) { g += step; if (g > target) g = target; }
         o->fbuf[2 * i] *= g;
         o->fbuf[2 * i + 1] *= g;
+        if (i < got) o->hist_gain[(start + i) & mask] = g;
         if (g > target) { g -= step; if (g < target) g = target; }
     }
     o->gain = g;
@@ -202,7 +210,7 @@ static int play_ring(sm_output *o, uint32_t n) {
     uint64_t start = o->next_ring;
     uint32_t got = fetch(o, n);
     if (!got) return 0;
-    apply_gain(o, got);
+    apply_gain(o, got, start, got);
     uint64_t dev_start = o->dev_pos;
     if (write_device(o, got) < 0) return -1;
     add_segment(o, dev_start, start, got);
@@ -269,6 +277,9 @@ static void take_back(sm_output *o) {
     if (o->replay_to < o->next_ring) o->replay_to = o->next_ring;
     o->next_ring -= (uint64_t)back;
     o->hist_valid -= (uint32_t)back;
+    /* Go on from the gain of the last frame left on the device: silence (or nothing)
+     * before the history's start. */
+    o->gain = o->hist_valid ? o->hist_gain[(o->next_ring - 1) & (o->hist_cap - 1)] : 0.0f;
     atomic_fetch_add_explicit(&o->st_rewinds, 1, memory_order_relaxed);
 }
 
@@ -285,7 +296,7 @@ static int ramp_out(sm_output *o) {
         uint64_t start = o->next_ring;
         uint32_t got = fetch(o, n);
         if (got < n) memset(o->fbuf + 2 * got, 0, (size_t)(n - got) * CHANNELS * sizeof(float));
-        apply_gain(o, n);
+        apply_gain(o, n, start, got);
         uint64_t dev_start = o->dev_pos;
         if (write_device(o, n) < 0) return -1;
         if (got) add_segment(o, dev_start, start, got);

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""A pause right after a resume, on a paced device that can take back queued audio (the
+`pulse` device on a private PulseAudio null sink, recorded from its monitor with parec):
+no click. The take-back used to reach into the resume's fade-in and fade out from full
+gain: steps 7.5-9x a tone's own largest step when the pause came within 20 ms.
+
+Run from the repository root: python3 Tests/cli/pause-click-tests.py (BIN overrides the
+binary, default .build/debug/stillmoment). It uses bench/realtime.py's rig (PulseAudio,
+the daemon and the recorder, each stopped by its PID). Prints ok/FAILED lines and
+"N passed, N failed"; exits 1 if any check failed.
+"""
+import math
+import os
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+os.chdir(ROOT)
+os.environ.setdefault("BIN", os.path.join(ROOT, ".build/debug/stillmoment"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import realtime as rt  # noqa: E402
+
+passed = failed = 0
+
+
+def check(cond, text):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+    print(f"{'ok' if cond else 'FAILED'}: {text}", flush=True)
+
+
+def main():
+    rig = rt.Rig()
+    try:
+        rig.start_pulse()
+        rig.tone_meditation()
+        client = rig.start_daemon()
+        rec = rig.start_recorder()
+        client.request("play", {"id": "tone", "device": rt.DEVICE})
+        time.sleep(3)
+        marks = []
+        for gap in (0.0, 0.005, 0.01, 0.02, 0.05, 0.2):
+            client.request("pause")
+            time.sleep(0.6)
+            t, _ = client.request("resume")
+            time.sleep(gap)
+            client.request("pause")
+            time.sleep(0.6)
+            client.request("resume")
+            time.sleep(1.5)
+            marks.append((gap, t))
+        _, status = client.request("status")
+        client.request("stop")
+        time.sleep(0.5)
+        rec.stop()
+        rec.join()
+        x = rec.samples
+        tone_step = 0.3 * 2 * math.pi * 440 / rt.RATE
+        for gap, t in marks:
+            a = rec.index_at(t)
+            if a is None:
+                check(False, f"pause {gap * 1000:.0f} ms after a resume: the recording covers it")
+                continue
+            lo, hi = max(1, a - 2000), min(len(x), a + int(rt.RATE * 1.2))
+            worst = max(abs(x[i] - x[i - 1]) for i in range(lo, hi))
+            check(worst <= tone_step * 1.001,
+                  f"pause {gap * 1000:.0f} ms after a resume: no click (largest step {worst / tone_step:.2f}x the tone's own)")
+        check(status.get("underruns") == 0, f"and no underrun counted for it all ({status.get('underruns')})")
+    finally:
+        rig.close()
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
