@@ -72,8 +72,7 @@ extension LibraryStore {
     func recoverInterruptedImports() throws(CoreError) {
         for folder in [meditationsFolder, soundsFolder] {
             for name in Self.list(folder) where name.hasPrefix(".import-") {
-                let path = folder + "/" + name
-                if Self.isUnlocked(path) { unlink(path) }
+                Self.removeIfUnlocked(folder + "/" + name)
             }
         }
     }

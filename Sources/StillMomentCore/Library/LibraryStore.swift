@@ -309,6 +309,21 @@ public final class LibraryStore: Sendable {
         }
     }
 
+    /// Removes a temporary file nobody holds locked, holding its lock while it does: an
+    /// import that is just taking the lock finds its file unlinked once it gets it, and
+    /// makes a new one (checking only, then removing, let an import take the lock in
+    /// between and lose its copy: `library verify --repair` racing 20 imports lost one).
+    static func removeIfUnlocked(_ path: String) {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return }
+        var mine = stat(), now = stat()
+        // Still the same file under that name (not one made anew meanwhile).
+        guard fstat(fd, &mine) == 0, lstat(path, &now) == 0, mine.st_dev == now.st_dev, mine.st_ino == now.st_ino else { return }
+        unlink(path)
+    }
+
     static func isUnlocked(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return false }
