@@ -21,15 +21,7 @@ sys.path.insert(0, os.path.join(here, "..", "Tests", "cli"))
 os.environ.setdefault("BIN", os.path.join(here, "..", ".build", "release", "stillmoment"))
 import webharness as h  # noqa: E402
 
-OUT = os.environ.get("BENCH_OUT", "bench-out")
-os.makedirs(OUT, exist_ok=True)
-
-
-def report(name, value, unit, target, ok):
-    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
-    print(line, flush=True)
-    with open(os.path.join(OUT, "results.txt"), "a") as f:
-        f.write(line + "\n")
+report = h.report
 
 
 def peak_while(pid, seconds):
@@ -108,7 +100,7 @@ def main():
     if os.geteuid() == 0:
         pages = subprocess.run([sys.executable, os.path.join(here, "pages.py"), str(daemon.pid), os.environ["BIN"]],
                                capture_output=True, text=True).stdout
-        with open(os.path.join(OUT, "daemon-pages.txt"), "w") as f:
+        with open(os.path.join(os.environ.get("BENCH_OUT", "bench-out"), "daemon-pages.txt"), "w") as f:
             f.write(pages)
     h.sm("stop")
     time.sleep(1.5)

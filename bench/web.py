@@ -25,15 +25,7 @@ sys.path.insert(0, os.path.join(here, "..", "Tests", "cli"))
 os.environ.setdefault("BIN", os.path.join(here, "..", ".build", "release", "stillmoment"))
 import webharness as h  # noqa: E402
 
-OUT = os.environ.get("BENCH_OUT", "bench-out")
-os.makedirs(OUT, exist_ok=True)
-
-
-def report(name, value, unit, target, ok):
-    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
-    print(line, flush=True)
-    with open(os.path.join(OUT, "results.txt"), "a") as f:
-        f.write(line + "\n")
+report = h.report
 
 
 def peak_kb(pid):

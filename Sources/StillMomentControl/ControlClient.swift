@@ -220,10 +220,7 @@ public final class ControlClient {
         let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard logFD >= 0 else { throw ControlError.io("cannot open \(logPath): \(String(cString: strerror(errno)))") }
         defer { close(logFD) }
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        guard n > 0 else { throw ControlError.io("cannot find the stillmoment executable") }
-        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let exe = Paths.executable else { throw ControlError.io("cannot find the stillmoment executable") }
         let args = [exe, "daemon", "--on-demand"]
         var cArgs = args.map { strdup($0) }
         cArgs.append(nil)

@@ -44,12 +44,16 @@ public enum Paths {
         return candidates.first { access($0 + "/sounds.json", R_OK) == 0 }
     }
 
-    static var executableDirectory: String? {
+    /// This program's own executable (for starting the daemon or a child of it).
+    public static var executable: String? {
         var buf = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &buf, buf.count - 1)
         guard n > 0 else { return nil }
-        let path = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard let slash = path.lastIndex(of: "/") else { return nil }
+        return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static var executableDirectory: String? {
+        guard let path = executable, let slash = path.lastIndex(of: "/") else { return nil }
         return String(path[..<slash])
     }
 }

@@ -45,9 +45,8 @@ final class EventLink {
             // The daemon went away (an on-demand daemon's idle exit, a restart): say so, try again soon.
             client = nil
             retryAt = WebServer.now() + 1
-            var idle = Status(state: .idle)
-            idle.lastEnded = nil
-            return [Self.chunk(.object(["event": .string("state"), "data": JSON(encoding: idle), "daemon": .bool(false)]))]
+            log.info("the daemon went away: \(error.description)")
+            return [Self.chunk(.object(["event": .string("state"), "data": JSON(encoding: Status(state: .idle)), "daemon": .bool(false)]))]
         }
     }
 

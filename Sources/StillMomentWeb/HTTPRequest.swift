@@ -120,7 +120,7 @@ public struct HTTPRequest: Sendable, Equatable {
     public func cookie(_ name: String) -> String? {
         guard let header = headers["cookie"] else { return nil }
         for part in header.split(separator: ";") {
-            let p = part.trimmingCharacters(in: " ")
+            let p = String(part).trimmingWhitespace()
             if p.hasPrefix(name + "=") { return String(p.dropFirst(name.count + 1)) }
         }
         return nil
@@ -130,19 +130,10 @@ public struct HTTPRequest: Sendable, Equatable {
     public var language: Language {
         guard let al = headers["accept-language"] else { return .en }
         for part in al.split(separator: ",") {
-            let tag = part.split(separator: ";")[0].trimmingCharacters(in: " ").lowercased()
+            let tag = String(part.split(separator: ";")[0]).trimmingWhitespace().lowercased()
             if tag.hasPrefix("de") { return .de }
             if tag.hasPrefix("en") { return .en }
         }
         return .en
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: Character) -> String {
-        var s = self[...]
-        while s.first == set { s.removeFirst() }
-        while s.last == set { s.removeLast() }
-        return String(s)
     }
 }

@@ -5,10 +5,7 @@ import StillMomentCore
 
 enum ImportChild {
     static func run(path: String, name: String) -> Response {
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        guard n > 0 else { return .error(500, "failed", "cannot find the stillmoment executable") }
-        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let exe = Paths.executable else { return .error(500, "failed", "cannot find the stillmoment executable") }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return .error(500, "failed", String(cString: strerror(errno))) }
         defer { close(fds[0]) }
@@ -43,8 +40,8 @@ enum ImportChild {
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         guard let newline = out.firstIndex(of: 10), let code = Int(String(decoding: out[..<newline], as: UTF8.self)),
               (200...599).contains(code) else {
-            return .error(500, "failed", tr("the import stopped without an answer (status \(status))",
-                                            "der Import endete ohne Antwort (Status \(status))"))
+            return .error(500, "failed", tr("the import stopped without an answer (wait status \(status)); its reason is in the web app's log (journalctl --user -u stillmoment-web); try the upload again",
+                                            "der Import endete ohne Antwort (Wartestatus \(status)); der Grund steht im Protokoll der Web-App (journalctl --user -u stillmoment-web); das Hochladen noch einmal versuchen"))
         }
         return Response(status: code, body: Array(out[(newline + 1)...]))
     }

@@ -19,7 +19,7 @@ extension ListenAddress {
                 close(fd)
                 throw WebError.badAddress(tr("'\(host)' is not an IPv6 address", "'\(host)' ist keine IPv6-Adresse"))
             }
-            r = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+            r = Self.bind(fd, &a)
         } else {
             var a = sockaddr_in()
             a.sin_family = sa_family_t(AF_INET)
@@ -28,7 +28,7 @@ extension ListenAddress {
                 close(fd)
                 throw WebError.badAddress(tr("'\(host)' is not an IPv4 address", "'\(host)' ist keine IPv4-Adresse"))
             }
-            r = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            r = Self.bind(fd, &a)
         }
         if r != 0 || listen(fd, 64) != 0 {
             let e = errno
@@ -37,6 +37,13 @@ extension ListenAddress {
                                  "kann nicht auf \(description) lauschen: \(String(cString: strerror(e)))"))
         }
         return fd
+    }
+
+    /// bind(2) with an IPv4 or IPv6 address.
+    private static func bind<Address>(_ fd: Int32, _ address: inout Address) -> Int32 {
+        withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
+        }
     }
 
     static func boundPort(_ fd: Int32) -> Int {

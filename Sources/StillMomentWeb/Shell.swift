@@ -12,7 +12,8 @@ enum Shell {
 
     static let files: [String: File] = {
         func f(_ type: String, _ bytes: [UInt8]) -> File {
-            File(type: type, bytes: bytes, etag: "\"" + String(SHA256.hex(String(decoding: bytes, as: UTF8.self)).prefix(16)) + "\"")
+            let digest = SHA256.digest(bytes).prefix(8).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+            return File(type: type, bytes: bytes, etag: "\"" + digest + "\"")
         }
         return [
             "/": f("text/html; charset=utf-8", PackageResources.index_html),

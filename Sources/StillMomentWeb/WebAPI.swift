@@ -51,10 +51,7 @@ public final class WebAPI {
             return r.contentLength == 0 ? .buffer : .refuse(.error(413, "too-large", tr("a GET has no body", "ein GET hat keinen Inhalt")))
         }
         if r.method != "GET" && r.method != "HEAD", let refusal = crossSite(r) { return .refuse(refusal) }
-        if r.path != "/api/pair" && device(r) == nil {
-            return .refuse(.error(401, "unpaired", tr("this browser is not paired: run `stillmoment web pair` on the device and enter the PIN",
-                                                      "dieser Browser ist nicht gekoppelt: `stillmoment web pair` auf dem Gerät ausführen und die PIN eingeben")))
-        }
+        if r.path != "/api/pair" && device(r) == nil { return .refuse(Self.unpaired) }
         if r.path == "/api/import" {
             guard r.method == "PUT" else { return .refuse(.error(405, "method", tr("an upload is a PUT", "ein Hochladen ist ein PUT"))) }
             guard r.header("content-length") != nil else {
@@ -82,6 +79,11 @@ public final class WebAPI {
             return .refuse(.error(413, "too-large", tr("a request is limited to 64 KiB", "eine Anfrage hat höchstens 64 KiB")))
         }
         return .buffer
+    }
+
+    static var unpaired: Response {
+        .error(401, "unpaired", tr("this browser is not paired: run `stillmoment web pair` on the device and enter the PIN",
+                                   "dieser Browser ist nicht gekoppelt: `stillmoment web pair` auf dem Gerät ausführen und die PIN eingeben"))
     }
 
     /// A change asked from another site (CSRF): refused unless Origin names this host.
@@ -125,14 +127,14 @@ public final class WebAPI {
         switch (r.method, parts.first ?? "", parts.count) {
         case ("POST", "pair", 1): return .respond(pair(args, r))
         case ("GET", "me", 1):
-            guard let d = device(r) else { return .respond(.error(401, "unpaired", "")) }
+            guard let d = device(r) else { return .respond(Self.unpaired) }
             return .respond(.json(.object(["device": .object(["id": .number(Double(d.id)), "name": .string(d.name)])])))
         case ("POST", "logout", 1):
             if let d = device(r) { _ = try? PairingStore(store: store).revoke(d.id) }
             return .respond(.json(.object([:]), headers: [("Set-Cookie", "\(Self.cookieName)=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")]))
         case ("GET", "status", 1): return .respond(control(.status, [:], start: false))
         case ("GET", "events", 1):
-            guard let d = device(r) else { return .respond(.error(401, "unpaired", "")) }
+            guard let d = device(r) else { return .respond(Self.unpaired) }
             return .stream(device: d.id)
         case ("GET", "options", 1): return .respond(options())
         case ("POST", "timer", 1):
@@ -164,13 +166,16 @@ public final class WebAPI {
         case ("POST", "meditations", 2): return .respond(edit(parts[1], args))
         case ("DELETE", "meditations", 2): return .respond(delete(parts[1]))
         case ("PUT", "import", 1):
-            guard let upload else { return .respond(.error(400, "empty", "")) }
+            guard let upload else { return .respond(.error(400, "empty", tr("no file came with the upload", "mit dem Hochladen kam keine Datei"))) }
             return .background(importJob(upload))
         case ("GET", "practice", 1): return .respond(practice())
         case ("GET", "schedules", 1): return .respond(schedules())
         case ("POST", "schedules", 2): return .respond(setSchedule(parts[1], args))
         case ("POST", "schedules", 3) where parts[2] == "ring":
-            guard let n = Int64(parts[1]) else { return .respond(.error(404, "not-found", "")) }
+            guard let n = Int64(parts[1]) else {
+                return .respond(.error(404, "not-found", tr("no schedule entry \(Display.clean(String(parts[1].prefix(20))))",
+                                                            "kein Eintrag \(Display.clean(String(parts[1].prefix(20)))) im Zeitplan")))
+            }
             return .respond(control(.ringNow, ["id": .number(Double(n))], start: true))
         default:
             return .respond(.error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",

@@ -23,9 +23,7 @@ struct PlayCommand: ParsableCommand {
 
     func run() throws {
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
-        if format != nil && output == nil {
-            throw Console.fail(CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)")))
-        }
+        do { _ = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
         if from != nil && resume {
             throw Console.fail(tr("--from and --resume exclude each other", "--from und --resume schließen einander aus"), code: Exit.usage)
         }
@@ -73,9 +71,7 @@ struct PreviewCommand: ParsableCommand {
     @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
     func run() throws {
-        if format != nil && output == nil {
-            throw Console.fail(CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)")))
-        }
+        do { _ = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
         if output != nil || foreground {
             try playGuided(makeSession, rendering: output, savePosition: false)
             return
@@ -97,10 +93,8 @@ struct PreviewCommand: ParsableCommand {
 
 /// A file to render to (in `format`: s16 or f32), else the device given, else the one in the settings.
 func sessionOutput(file: String?, device: String?, format: String? = nil) throws(CoreError) -> SessionOutput {
-    if let file { return .file(path: file, format: try wavFormat(format, output: file)) }
-    if format != nil {
-        throw CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
-    }
+    let sampleFormat = try wavFormat(format, output: file)
+    if let file { return .file(path: file, format: sampleFormat) }
     if let device { return .device(DeviceConfiguration(name: device)) }
     return .device(DeviceConfiguration(name: try Settings.load().value("device")))
 }
@@ -187,8 +181,12 @@ enum SessionClock {
 }
 
 /// `--format`: s16 (16-bit PCM, dithered: what most players and editors take, half the
-/// size) or f32 (32-bit float: the mix exactly as it is); f32 when not given.
-func wavFormat(_ text: String?, output: String) throws(CoreError) -> WAVWriter.SampleFormat {
+/// size) or f32 (32-bit float: the mix exactly as it is); f32 when not given. Refused
+/// without `--output`.
+func wavFormat(_ text: String?, output: String?) throws(CoreError) -> WAVWriter.SampleFormat {
+    if text != nil && output == nil {
+        throw CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
+    }
     switch text?.lowercased() {
     case nil, "f32", "float", "float32": return .float32
     case "s16", "16", "int16": return .int16

@@ -89,14 +89,7 @@ struct TimerCommand: ParsableCommand {
         if json { throw Console.fail(CoreError.badRequest(tr("--json goes with --plan", "--json gehört zu --plan"))) }
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
         let wav: WAVWriter.SampleFormat
-        do throws(CoreError) {
-            if format != nil && output == nil {
-                throw CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
-            }
-            wav = try wavFormat(format, output: output ?? "")
-        } catch {
-            throw Console.fail(error)
-        }
+        do { wav = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
         if output == nil && fallbackOutput == nil && !foreground {
             let what = duration?.lowercased() == "open" ? tr("an open sit", "eine offene Sitzung")
                 : duration.map { tr("a timer of \($0)", "ein Timer von \($0)") } ?? tr("a timer", "ein Timer")

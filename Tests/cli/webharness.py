@@ -258,3 +258,13 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def report(name, value, unit, target, ok):
+    """A benchmark line, as bench/lib.sh writes them: printed and kept in $BENCH_OUT/results.txt."""
+    out = os.environ.get("BENCH_OUT", "bench-out")
+    os.makedirs(out, exist_ok=True)
+    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
+    print(line, flush=True)
+    with open(os.path.join(out, "results.txt"), "a") as f:
+        f.write(line + "\n")
