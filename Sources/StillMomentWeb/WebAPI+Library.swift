@@ -87,7 +87,7 @@ extension WebAPI {
             let m = try store.find(id)
             guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: "") }
             try store.delete(m)
-            log.notice("deleted meditation \(m.id) (\(m.name))")
+            log.notice("deleted meditation \(m.id) (\(Display.clean(m.name)))")
             return .json(.object(["deleted": .string(m.id)]))
         } catch {
             return failure(error)
