@@ -109,6 +109,39 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+def wakeups(pid):
+    """Context switches so far: a process that never wakes adds none."""
+    n = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                n += int(line.split()[1])
+    return n
+
+
+def sockets(pid):
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def quiet_cost(pid, seconds):
+    """CPU ticks and wake-ups of the web app over `seconds`, measured once the closed
+    browsers' connections (and their 2-s lingering close) are gone: only the listening
+    socket is left."""
+    end = time.monotonic() + 15
+    while sockets(pid) > 1 and time.monotonic() < end:
+        time.sleep(0.2)
+    time.sleep(1)  # the last close's own work (its code pages are released then)
+    c0, w0 = cpu_ticks(pid), wakeups(pid)
+    time.sleep(seconds)
+    return cpu_ticks(pid) - c0, wakeups(pid) - w0
+
+
 def start_web(*extra):
     p = spawn([BIN, "web", "--listen", "127.0.0.1:0", *extra], ENV, f"web{len(procs)}")
     end = time.monotonic() + 15
