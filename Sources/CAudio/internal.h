@@ -34,7 +34,8 @@ typedef struct segment {
     uint64_t len;
 } segment;
 
-enum run_state { ST_RUNNING = 0, ST_PAUSED = 1, ST_DRAINED = 2, ST_FAILED = 3 };
+/* ST_STANDBY: between sessions, the device kept running on silence (SM_REQ_STANDBY). */
+enum run_state { ST_RUNNING = 0, ST_PAUSED = 1, ST_DRAINED = 2, ST_FAILED = 3, ST_STANDBY = 4 };
 
 struct sm_output {
     sm_backend *dev;      /* the device (alsa.c, pulse.c) */

@@ -396,6 +396,96 @@ static void do_flush(sm_output *o) {
     o->refill_grace = o->info.rate / 5;
 }
 
+/* ------------------------------------------------------------ standby */
+
+/* Frames in the ring that end a standby: a tenth of a second (the new session's first
+ * blocks come within a millisecond of each other), so the stream does not run dry at once. */
+static uint32_t standby_start_frames(const sm_output *o) {
+    uint32_t want = o->info.rate / 10, half = o->info.ring_frames / 2;
+    return want < half ? want : half;
+}
+
+/* The session is over; the device stays open and running on silence. */
+static void enter_standby(sm_output *o) {
+    if (o->state == ST_RUNNING && ramp_out(o) < 0) return;
+    o->fading = 0;
+    o->draining = 0;
+    flush_ring(o);
+    atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
+    sm_dev_state st = dev_state(o);
+    if (st == SM_DEV_PAUSED) {
+        if (dev_pause(o, 0) < 0) { dev_drop(o); dev_prepare(o); }
+    } else if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) {
+        dev_prepare(o);
+    }
+    o->gain = 1.0f;
+    o->gain_target = 1.0f;
+    o->gain_step = 1.0f / (float)o->ramp_frames;
+    o->refill_grace = 0;
+    o->state = ST_STANDBY;
+    publish_clock(o, o->next_ring, o->next_ring, 0);
+}
+
+/* Sleeps until frames are written or a request comes, or the timeout passes. */
+static void wait_in_standby(sm_output *o, int timeout_ms) {
+    uint32_t c = atomic_load_explicit(&o->data_counter, memory_order_seq_cst);
+    atomic_store_explicit(&o->consumer_waiting, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&o->req_seq, memory_order_seq_cst) == o->handled_seq &&
+        !atomic_load_explicit(&o->quit, memory_order_seq_cst))
+        sm_futex_wait(&o->data_counter, c, timeout_ms);
+    atomic_store_explicit(&o->consumer_waiting, 0, memory_order_relaxed);
+}
+
+/* One turn of the standby: tops the device up with silence when no more than a quarter
+ * of its buffer is queued, then sleeps until it is down to that quarter again (about
+ * 75 ms on ALSA's default buffer, 375 ms on PulseAudio's). A device that does not pace
+ * (null, file) has nothing to keep. */
+static void keep_warm(sm_output *o) {
+    if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed)) { wait_in_standby(o, 50); return; }
+    sm_dev_state st = dev_state(o);
+    if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN || st == SM_DEV_SUSPENDED) {
+        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : o->dev->ops->recover(o->dev, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
+        if (r < 0 && dev_prepare(o) < 0) {
+            fail(o, -EIO, "kept open between sessions");
+            return;
+        }
+        st = dev_state(o);
+    }
+    const long low = (long)(o->info.buffer_frames / 4 > o->info.period_frames ? o->info.buffer_frames / 4
+                                                                                : o->info.period_frames);
+    long delay = 0;
+    if (st != SM_DEV_RUNNING || dev_delay(o, &delay) < 0) delay = 0;
+    if (delay <= low) {
+        long avail = dev_avail(o);
+        if (avail < 0) avail = (long)o->info.period_frames;
+        if (avail > 0 && play_silence(o, (uint32_t)avail, 0) < 0) return;
+        if (dev_state(o) != SM_DEV_RUNNING || dev_delay(o, &delay) < 0) delay = 0;
+    }
+    int ms = delay > low ? (int)((uint64_t)(delay - low) * 1000 / o->info.rate) : 5;
+    wait_in_standby(o, ms < 1 ? 1 : ms);
+}
+
+/* Frames came: the stream plays them. The silence queued is taken back (where the device
+ * allows) down to a few ms, so the session is heard at once; none of the last session's
+ * audio is touched. */
+static void leave_standby(sm_output *o) {
+    o->state = ST_RUNNING;
+    o->refill_grace = o->info.rate / 5;
+    sm_dev_state st = dev_state(o);
+    if (!o->info.can_rewind || st != SM_DEV_RUNNING) return;
+    long rewindable = dev_rewindable(o), queued = 0;
+    if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
+    if (rewindable > queued) rewindable = queued;
+    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
+    uint64_t audio_end = 0;
+    if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
+    if (audio_end > o->dev_pos) audio_end = o->dev_pos;
+    if ((uint64_t)(k > 0 ? k : 0) > o->dev_pos - audio_end) k = (long)(o->dev_pos - audio_end);
+    if (k <= 0) return;
+    long back = dev_rewind(o, (unsigned long)k);
+    if (back > 0) o->dev_pos -= (uint64_t)back;
+}
+
 /* Marks requests up to `seq` done; never moves back (a drain finished late must not undo
  * a pause handled meanwhile). */
 static void finish_request(sm_output *o, uint32_t seq) {
@@ -410,6 +500,25 @@ static void handle_requests(sm_output *o) {
     if (seq == o->handled_seq) return;
     int type = atomic_load_explicit(&o->req_type, memory_order_acquire);
     if (o->state == ST_FAILED) { finish_request(o, seq); return; }
+    if (o->state == ST_STANDBY) {
+        /* A session that asks to resume or to drain has written what it has: it plays. A
+         * pause or a flush before it was heard flushes the ring, and the standby goes on. */
+        if ((type == SM_REQ_RESUME || type == SM_REQ_DRAIN) && sm_ring_readable(o->ring) > 0) {
+            leave_standby(o);
+        } else {
+            if (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH || type == SM_REQ_FADE) {
+                flush_ring(o);
+                atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
+            }
+            finish_request(o, seq);
+            return;
+        }
+    }
+    if (type == SM_REQ_STANDBY) {
+        enter_standby(o);
+        finish_request(o, seq);
+        return;
+    }
     /* A pause or a flush (a seek) during a drain abandons the drain: the session goes on
      * (or rests) rather than ending. */
     if (o->draining && (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH)) {
@@ -514,6 +623,11 @@ void *sm_output_thread_main(void *arg) {
     const uint32_t period = o->info.period_frames;
     while (!atomic_load_explicit(&o->quit, memory_order_acquire)) {
         handle_requests(o);
+        if (o->state == ST_STANDBY) {
+            if (sm_ring_readable(o->ring) >= standby_start_frames(o)) leave_standby(o);
+            else keep_warm(o);
+            continue;
+        }
         if (o->state != ST_RUNNING) {
             /* A drained stream given frames plays them (a seek back, a later end); else
              * sleep until a request (a full ring, filled before a resume, must not spin). */

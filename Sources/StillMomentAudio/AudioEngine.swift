@@ -13,6 +13,9 @@ public enum AudioSink: Sendable {
 
 public struct DeviceConfiguration: Sendable, Equatable {
     public var name: String
+    /// Where the device may be kept open between sessions (the daemon's); nil: opened
+    /// and closed with the engine. Not part of the comparison.
+    public var standby: Standby?
     /// Device buffer and how many periods it has; nil for the backend's default (100 ms in
     /// 4 on ALSA, 500 ms in 4 on PulseAudio, which takes queued audio back on a pause).
     public var bufferMicroseconds: Int?
@@ -23,12 +26,18 @@ public struct DeviceConfiguration: Sendable, Equatable {
     public var realtime: Bool
 
     public init(name: String = "default", bufferMicroseconds: Int? = nil, periods: Int? = nil,
-                ringFrames: Int? = nil, realtime: Bool = true) {
+                ringFrames: Int? = nil, realtime: Bool = true, standby: Standby? = nil) {
         self.name = name
+        self.standby = standby
         self.bufferMicroseconds = bufferMicroseconds
         self.periods = periods
         self.ringFrames = ringFrames
         self.realtime = realtime
+    }
+
+    public static func == (a: DeviceConfiguration, b: DeviceConfiguration) -> Bool {
+        a.name == b.name && a.bufferMicroseconds == b.bufferMicroseconds && a.periods == b.periods
+            && a.ringFrames == b.ringFrames && a.realtime == b.realtime
     }
 }
 
@@ -82,18 +91,13 @@ public final class AudioEngine: Sendable {
         self.sink = sink
         switch sink {
         case .device(let config):
-            var error = sm_error()
-            let output = config.name.withCString { name -> OpaquePointer? in
-                var c = sm_output_config()
-                c.device = name
-                c.rate = UInt32(sampleRate)
-                c.buffer_us = config.bufferMicroseconds.map { UInt32(min(2_000_000, max(10_000, $0))) } ?? 0
-                c.periods = config.periods.map { UInt32(min(32, max(2, $0))) } ?? 0
-                c.ring_frames = UInt32(config.ringFrames ?? sampleRate)
-                c.want_realtime = config.realtime ? 1 : 0
-                return sm_output_open(&c, &error)
+            // A device kept open between sessions is taken over: it is running already.
+            let output: OpaquePointer
+            if let warm = config.standby?.take(config, sampleRate: sampleRate) {
+                output = warm
+            } else {
+                output = try Self.openOutput(config, sampleRate: sampleRate)
             }
-            guard let output else { throw AudioError.device(DeviceError(error, device: config.name)) }
             let info = sm_output_get_info(output)
             let format: String
             switch Int32(info.format) {
@@ -105,13 +109,31 @@ public final class AudioEngine: Sendable {
                                     periodFrames: Int(info.period_frames), ringFrames: Int(info.ring_frames),
                                     sampleFormat: format, canPause: info.can_pause != 0)
             self.sampleRate = Int(info.rate)
-            core = EngineCore(sampleRate: Int(info.rate), output: output, writer: nil, blockFrames: blockFrames)
+            core = EngineCore(sampleRate: Int(info.rate), output: output, writer: nil, blockFrames: blockFrames,
+                              standbyKey: (config, sampleRate))
         case .file(let path, let format):
             let writer = try WAVWriter(path: path, sampleRate: sampleRate, format: format)
             deviceInfo = nil
             self.sampleRate = sampleRate
             core = EngineCore(sampleRate: sampleRate, output: nil, writer: writer, blockFrames: blockFrames)
         }
+    }
+
+    /// Opens the device (its thread not started yet).
+    static func openOutput(_ config: DeviceConfiguration, sampleRate: Int) throws(AudioError) -> OpaquePointer {
+        var error = sm_error()
+        let output = config.name.withCString { name -> OpaquePointer? in
+            var c = sm_output_config()
+            c.device = name
+            c.rate = UInt32(sampleRate)
+            c.buffer_us = config.bufferMicroseconds.map { UInt32(min(2_000_000, max(10_000, $0))) } ?? 0
+            c.periods = config.periods.map { UInt32(min(32, max(2, $0))) } ?? 0
+            c.ring_frames = UInt32(config.ringFrames ?? sampleRate)
+            c.want_realtime = config.realtime ? 1 : 0
+            return sm_output_open(&c, &error)
+        }
+        guard let output else { throw AudioError.device(DeviceError(error, device: config.name)) }
+        return output
     }
 
     deinit {
@@ -230,7 +252,16 @@ public final class AudioEngine: Sendable {
             sm_output_last_error(output, &e)
             return (sm_output_get_stats(output), e)
         } ?? core.closedReport.withLock { $0 }
-        guard let (s, e) = report else { return nil }
+        guard let (stats, e) = report else { return nil }
+        var s = stats
+        // This engine's share of a device that may have been kept open for sessions before.
+        let b = core.baseline
+        s.frames_written -= min(s.frames_written, b.frames_written)
+        s.silence_frames -= min(s.silence_frames, b.silence_frames)
+        s.silence_events -= min(s.silence_events, b.silence_events)
+        s.xruns -= min(s.xruns, b.xruns)
+        s.suspends -= min(s.suspends, b.suspends)
+        s.rewinds -= min(s.rewinds, b.rewinds)
         let failure: String? = s.failed != 0 ? DeviceError(e, device: deviceInfo?.name ?? "").description : nil
         return OutputStatistics(
             framesWritten: s.frames_written, silenceFrames: s.silence_frames, silenceEvents: Int(s.silence_events),

@@ -52,9 +52,20 @@ final class EngineCore: @unchecked Sendable {
     private var block: [Float]
     private let blockFrames: Int
 
-    init(sampleRate: Int, output: OpaquePointer?, writer: WAVWriter?, blockFrames: Int) {
+    /// What the device was opened with, to keep it open at the close (Standby).
+    private let standbyKey: (configuration: DeviceConfiguration, sampleRate: Int)?
+    /// The output's counters when this engine got it (a device kept open counted before).
+    let baseline: sm_output_stats
+
+    init(sampleRate: Int, output: OpaquePointer?, writer: WAVWriter?, blockFrames: Int,
+         standbyKey: (DeviceConfiguration, Int)? = nil) {
         self.sampleRate = sampleRate
         self.output = output
+        self.standbyKey = standbyKey.map { (configuration: $0.0, sampleRate: $0.1) }
+        baseline = output.map { sm_output_get_stats($0) } ?? sm_output_stats()
+        // The timeline starts at the ring's next frame (not 0 on a device kept open).
+        let base = output.map { sm_ring_write_index(sm_output_ring($0)) } ?? 0
+        mapping.withLock { $0 = (base, 0) }
         self.writer = writer
         self.blockFrames = max(64, blockFrames)
         mixer = Mixer(sampleRate: sampleRate, maxBlock: max(64, blockFrames))
@@ -86,6 +97,10 @@ final class EngineCore: @unchecked Sendable {
             let report = (stats: sm_output_get_stats(output), error: error)
             closedReport.withLock { $0 = report }
             open = false
+            if let key = standbyKey, let standby = key.configuration.standby,
+               standby.hold(output, configuration: key.configuration, sampleRate: key.sampleRate) {
+                return
+            }
             sm_output_close(output)
         }
     }

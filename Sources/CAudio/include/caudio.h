@@ -141,8 +141,15 @@ typedef enum sm_request {
     SM_REQ_DRAIN = 4,   /* play what the ring holds, then drain the device (posted by the
                            producer: frames written after it, a pause or a flush cancel it;
                            frames written after the end play on) */
-    SM_REQ_FADE = 5     /* fade out over the frames given to sm_output_post_fade, then
+    SM_REQ_FADE = 5,    /* fade out over the frames given to sm_output_post_fade, then
                            pause and flush as SM_REQ_PAUSE does */
+    SM_REQ_STANDBY = 6  /* the session is over, the device stays open (output-standby): ramp
+                           out if playing, flush the ring, and keep the device running on
+                           silence, woken about once per 3/4 of its buffer and counted as
+                           neither underrun nor silence insertion. Frames written to the
+                           ring later (a tenth of a second of them, or fewer with a drain)
+                           end it: queued silence is taken back where the device allows,
+                           and the next session starts into a running stream */
 } sm_request;
 
 /* Posts a request (one at a time) and returns its sequence number. The producer must
