@@ -57,6 +57,7 @@ test: deps-test
 	python3 Tests/cli/seek-end-tests.py
 	python3 Tests/cli/service-latency.py
 	python3 Tests/cli/pause-click-tests.py
+	python3 Tests/cli/standby-tests.py
 	bash scripts/webenv.sh
 	.build/web-venv/bin/python Tests/cli/web-tests.py
 

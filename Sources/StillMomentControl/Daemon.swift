@@ -183,6 +183,7 @@ public final class Daemon {
         stopSignal.install([SIGTERM, SIGINT]) { worker.poke() }
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
         while step() {}
+        host.shutdown()      // an idle exit: a device kept open is closed (again harmless after a signal)
     }
 
     /// The loop's state between steps.

@@ -63,6 +63,8 @@ public final class SessionService {
     let practice: PracticeLog
     /// The daemon's own clock for the schedule.
     let scheduler: Scheduler
+    /// Whether the device stays open between sessions (output-standby).
+    private let standby: StandbyKeeper
     /// When the last sit or guided meditation ended (wall clock), for the bells' quiet.
     private(set) var lastSitEnded: Double?
 
@@ -71,6 +73,7 @@ public final class SessionService {
         self.log = log
         practice = PracticeLog(store: store)
         scheduler = Scheduler(store: store, log: log)
+        standby = StandbyKeeper(log: log)
         // Sessions that died with the last daemon are closed with what was heard.
         do {
             let closed = try practice.closeInterrupted()
@@ -103,6 +106,7 @@ public final class SessionService {
     func tick() {
         reap()
         scheduler.tick(self)
+        standby.update(nextAt: scheduler.next?.at, idle: isIdle, worker: worker)
         let now = Self.monotonicMilliseconds()
         if active != nil, now - lastProgress >= 1000 {
             lastProgress = now
@@ -315,9 +319,10 @@ public final class SessionService {
             throw ProtocolError(error)
         }
         log.info("bell \(id) ×\(strikes) on \(device)")
+        let output = standby.device(device)
         return try launch(.bell) { sid throws(CoreError) in
             let session = try BellSession(sound: sound, strikes: strikes, volume: volume, catalog: catalog,
-                                          output: .device(DeviceConfiguration(name: device)))
+                                          output: .device(output))
             return HostedSession(id: sid, source: .bell, kind: .bell(session), runner: try SessionRunner(session))
         }
     }
@@ -326,11 +331,11 @@ public final class SessionService {
 
     private func launchTimer(_ configuration: TimerConfiguration, catalog: SoundCatalog, preset: String?,
                              scheduled: Bool) throws(ProtocolError) -> Int {
-        let practice = self.practice
+        let practice = self.practice, output = standby.device(configuration.device)
         log.info("\(scheduled ? "scheduled " : "")timer on \(configuration.device)")
         return try launch(.timer) { id throws(CoreError) in
             let session = try TimerSession(configuration: configuration, catalog: catalog,
-                                           output: .device(DeviceConfiguration(name: configuration.device)))
+                                           output: .device(output))
             let runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled)
             return HostedSession(id: id, source: .timer, kind: .timer(session), runner: runner)
         }
@@ -347,9 +352,8 @@ public final class SessionService {
         let source: SessionSource = preview ? .preview : .guided
         let catalog: SoundCatalog
         do { catalog = try SoundCatalog.withCustomSounds(store: store) } catch { throw ProtocolError(error) }
-        let store = self.store, practice = self.practice
+        let store = self.store, practice = self.practice, output = SessionOutput.device(standby.device(device))
         let id = try launch(source, meditation: m) { id throws(CoreError) in
-            let output = SessionOutput.device(DeviceConfiguration(name: device))
             let session: GuidedSession
             if preview {
                 let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
@@ -589,6 +593,7 @@ public final class SessionService {
     /// Ends the session playing now (SIGTERM): a 1-s fade, the position saved, the device
     /// released; waits for the worker (the process is about to exit).
     func shutdown() {
+        standby.holder.keepsOpen = false
         if let s = active {
             s.markEnding(.stopped)
             active = nil
@@ -600,6 +605,7 @@ public final class SessionService {
         worker.drain()
         reap()
         worker.drain()
+        standby.shutdown()
     }
 
     private func stateKey() -> String {

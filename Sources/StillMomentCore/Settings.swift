@@ -25,11 +25,16 @@ public struct Settings: Sendable, Equatable {
         // The web app (`stillmoment web`): where it listens, and the largest upload.
         ("web-listen", "127.0.0.1:8181"),
         ("web-max-upload", "1G"),
+        // Whether the daemon keeps the sound device open between sessions (Standby).
+        ("output-standby", OutputStandby.keepOpenDuringSchedule.rawValue),
     ]
     /// The keys that are not timer options.
-    public static let webKeys: Set<String> = ["web-listen", "web-max-upload"]
+    public static let nonTimerKeys: Set<String> = ["web-listen", "web-max-upload", "output-standby"]
     /// The stored timer options (what a timer starts from).
-    public var timerValues: [String: String] { values.filter { !Self.webKeys.contains($0.key) } }
+    public var timerValues: [String: String] { values.filter { !Self.nonTimerKeys.contains($0.key) } }
+
+    /// `output-standby` in force (a damaged value counts as the default).
+    public var outputStandby: OutputStandby { OutputStandby(rawValue: value("output-standby")) ?? .keepOpenDuringSchedule }
     public static var keys: [String] { defaults.map(\.key) }
 
     public private(set) var values: [String: String]
@@ -60,6 +65,14 @@ public struct Settings: Sendable, Equatable {
         guard Self.keys.contains(key) else { throw Self.unknown(key) }
         if key == "web-listen" {
             _ = try ListenAddress(value)
+            values[key] = value
+            return
+        }
+        if key == "output-standby" {
+            guard OutputStandby(rawValue: value) != nil else {
+                let all = OutputStandby.allCases.map(\.rawValue).joined(separator: ", ")
+                throw CoreError.badValue(option: key, reason: tr("'\(value)' is not one of \(all)", "'\(value)' ist keiner der Werte \(all)"))
+            }
             values[key] = value
             return
         }
@@ -103,4 +116,16 @@ public struct Settings: Sendable, Equatable {
             throw CoreError.io(path: path, reason: reason)
         }
     }
+}
+
+/// What the daemon does with the sound device between sessions: HDMI receivers and TVs
+/// drop the first second of a stream while they lock on, and many DACs pop when the
+/// device opens or closes; a device kept open plays silence between sessions instead.
+public enum OutputStandby: String, CaseIterable, Sendable {
+    /// Opened for each session and closed after it.
+    case close
+    /// Held open while the daemon runs (another program cannot use an hw device meanwhile).
+    case keepOpen = "keep-open"
+    /// Held open from a minute before a scheduled session or bell until it has ended.
+    case keepOpenDuringSchedule = "keep-open-during-schedule"
 }

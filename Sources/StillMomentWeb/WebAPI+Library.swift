@@ -139,7 +139,7 @@ extension WebAPI {
             }
             let settings = (try? Settings.load()) ?? Settings()
             var defaults: [String: JSON] = [:]
-            for key in Settings.keys where key != "device" && !Settings.webKeys.contains(key) { defaults[key] = .string(settings.value(key)) }
+            for key in Settings.keys where key != "device" && !Settings.nonTimerKeys.contains(key) { defaults[key] = .string(settings.value(key)) }
             let presets = try PresetStore(store: store).all().map { p -> JSON in
                 .object(["name": .string(p.name), "summary": .string(ScheduleAction.optionText(p.request))])
             }

@@ -5,6 +5,12 @@ struct SettingsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "settings",
         abstract: "Show or change the timer's defaults (settings.json).",
+        discussion: """
+            Besides the timer's options: web-listen and web-max-upload (the web app), and
+            output-standby = close | keep-open | keep-open-during-schedule (the default):
+            whether the daemon keeps the sound device open between sessions, playing
+            silence, so that a receiver or DAC does not swallow the start gong.
+            """,
         subcommands: [Show.self, Set.self, Reset.self],
         defaultSubcommand: Show.self
     )
