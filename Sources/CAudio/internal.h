@@ -74,6 +74,8 @@ struct sm_output {
     int draining;
     uint64_t drain_end;   /* the drain plays the ring up to this index, then ends the stream */
     int fading;
+    int standby_probe;    /* a standby's first turn on a device not (yet) seen to pace */
+    uint32_t standby_looks; /* turns since then */
     uint32_t handled_seq;
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
 
@@ -135,5 +137,27 @@ static inline uint64_t sm_monotonic_ns(void) {
 static inline size_t sm_format_bytes(int format) {
     return format == SM_FORMAT_S16 ? 2 : 4;
 }
+
+/* Calls into the device (the output thread's). */
+static inline sm_dev_state dev_state(sm_output *o) { return o->dev->ops->state(o->dev); }
+static inline long dev_avail(sm_output *o) { return o->dev->ops->avail(o->dev); }
+static inline long dev_rewindable(sm_output *o) { return o->dev->ops->rewindable(o->dev); }
+static inline long dev_rewind(sm_output *o, unsigned long n) { return o->dev->ops->rewind(o->dev, n); }
+static inline int dev_pause(sm_output *o, int enable) { return o->dev->ops->pause(o->dev, enable); }
+static inline int dev_drop(sm_output *o) { return o->dev->ops->drop(o->dev); }
+static inline int dev_prepare(sm_output *o) { return o->dev->ops->prepare(o->dev); }
+static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
+static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
+
+/* Shared by the output thread's files (output.c, standby.c). */
+void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);
+void sm_out_fail(sm_output *o, int err, const char *what);
+int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
+int sm_out_ramp_out(sm_output *o);
+void sm_out_flush_ring(sm_output *o);
+uint32_t sm_standby_start_frames(const sm_output *o);
+void sm_standby_enter(sm_output *o);
+void sm_standby_keep(sm_output *o);
+void sm_standby_leave(sm_output *o);
 
 #endif

@@ -31,18 +31,6 @@
 
 #define CHANNELS SM_CHANNELS
 
-/* ------------------------------------------------------------ device calls */
-
-static inline sm_dev_state dev_state(sm_output *o) { return o->dev->ops->state(o->dev); }
-static inline long dev_avail(sm_output *o) { return o->dev->ops->avail(o->dev); }
-static inline long dev_rewindable(sm_output *o) { return o->dev->ops->rewindable(o->dev); }
-static inline long dev_rewind(sm_output *o, unsigned long n) { return o->dev->ops->rewind(o->dev, n); }
-static inline int dev_pause(sm_output *o, int enable) { return o->dev->ops->pause(o->dev, enable); }
-static inline int dev_drop(sm_output *o) { return o->dev->ops->drop(o->dev); }
-static inline int dev_prepare(sm_output *o) { return o->dev->ops->prepare(o->dev); }
-static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
-static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
-
 /* ------------------------------------------------------------ accounting */
 
 static void publish_stats(sm_output *o) {
@@ -67,7 +55,7 @@ static void add_segment(sm_output *o, uint64_t dev_start, uint64_t ring_start, u
 /* Publishes the frame heard now. While the device plays, readers extrapolate from it in
  * real time (sm_output_played_index) up to `limit`: the thread wakes once a period (125 ms
  * on a PulseAudio stream), and a clock read between wake-ups was up to a period stale. */
-static void publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing) {
+void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing) {
     uint32_t q = atomic_load_explicit(&o->clock_seq, memory_order_relaxed);
     atomic_store_explicit(&o->clock_seq, q + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
@@ -109,10 +97,10 @@ static void update_clock(sm_output *o) {
     int playing = inside && o->state == ST_RUNNING && st == SM_DEV_RUNNING &&
                   atomic_load_explicit(&o->st_paced, memory_order_relaxed);
     if (idx > prev || o->state != ST_RUNNING)
-        publish_clock(o, idx, s->ring_start + s->len, playing);
+        sm_out_publish_clock(o, idx, s->ring_start + s->len, playing);
 }
 
-static void fail(sm_output *o, int err, const char *what) {
+void sm_out_fail(sm_output *o, int err, const char *what) {
     sm_set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "%s device '%s' failed while %s: %s", o->dev->label,
                  o->device, what, o->dev->ops->strerror(o->dev, err));
     o->last_error.sound_server = o->dev->info.sound_server;
@@ -134,7 +122,7 @@ static int write_device(sm_output *o, uint32_t n) {
         if (w == -EAGAIN) continue;
         if (w < 0) {
             int r = o->dev->ops->recover(o->dev, (int)w);
-            if (r < 0 || ++attempts > 100) { fail(o, r < 0 ? r : (int)w, "playing"); return -1; }
+            if (r < 0 || ++attempts > 100) { sm_out_fail(o, r < 0 ? r : (int)w, "playing"); return -1; }
             continue;
         }
         done += (uint32_t)w;
@@ -224,7 +212,7 @@ static int play_ring(sm_output *o, uint32_t n) {
     return 0;
 }
 
-static int play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
+int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
     /* In pieces of the buffers' size: a pause's tail may be longer than a period. */
     for (uint32_t left = n; left > 0;) {
         uint32_t k = left < o->chunk_frames ? left : o->chunk_frames;
@@ -286,7 +274,7 @@ static void take_back(sm_output *o) {
 /* Ramps the output to zero within ~5 ms of what is heard now: takes back queued audio,
  * then writes a 5-ms fade of the same audio. Sets stop_index to the first ring frame
  * not played. */
-static int ramp_out(sm_output *o) {
+int sm_out_ramp_out(sm_output *o) {
     o->fading = 0;   /* a pause or flush overrides a fade in progress */
     take_back(o);
     o->gain_target = 0.0f;
@@ -307,7 +295,7 @@ static int ramp_out(sm_output *o) {
     return 0;
 }
 
-static void flush_ring(sm_output *o) {
+void sm_out_flush_ring(sm_output *o) {
     sm_ring_flush(o->ring);
     o->next_ring = sm_ring_read_index(o->ring);
     o->replay_to = 0;
@@ -327,7 +315,7 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
 static void settle_paused(sm_output *o) {
     /* Zeros after the fade, so the device holds silence while paused. */
     const uint32_t left = o->pause_left;
-    if (play_silence(o, o->pause_tail, 0) < 0) return;
+    if (sm_out_play_silence(o, o->pause_tail, 0) < 0) return;
     /* Let the fade play out before pausing. */
     for (int i = 0; i < 50; i++) {
         long delay;
@@ -342,16 +330,16 @@ static void settle_paused(sm_output *o) {
     } else if (st == SM_DEV_RUNNING || st == SM_DEV_PREPARED) {
         dev_drop(o);
     }
-    flush_ring(o);
+    sm_out_flush_ring(o);
     o->state = ST_PAUSED;
     o->draining = 0;     /* a fade or pause that came during a drain: the stream rests instead */
     o->gain_step = 1.0f / (float)o->ramp_frames;
     uint64_t stop = atomic_load(&o->stop_index);
-    publish_clock(o, stop, stop, 0);
+    sm_out_publish_clock(o, stop, stop, 0);
 }
 
 static void do_pause(sm_output *o) {
-    if (ramp_out(o) < 0) return;
+    if (sm_out_ramp_out(o) < 0) return;
     settle_paused(o);
 }
 
@@ -381,109 +369,19 @@ static void do_resume(sm_output *o) {
         }
         o->state = ST_RUNNING;
         o->gain = 0.0f;  /* from silence, with a fade-in (after a pause it is 0 already) */
-        if (o->resume_lead) play_silence(o, o->resume_lead, 0);
+        if (o->resume_lead) sm_out_play_silence(o, o->resume_lead, 0);
     }
     o->gain_target = 1.0f;
 }
 
 static void do_flush(sm_output *o) {
-    if (ramp_out(o) < 0) return;
-    flush_ring(o);
+    if (sm_out_ramp_out(o) < 0) return;
+    sm_out_flush_ring(o);
     o->gain_target = 1.0f;
     /* The ring is empty now and the producer refills it from the new position: the
      * silence a running device needs meanwhile is the seek's, not an underrun (up to
      * 200 ms; a producer that takes longer is stalled, and counted). */
     o->refill_grace = o->info.rate / 5;
-}
-
-/* ------------------------------------------------------------ standby */
-
-/* Frames in the ring that end a standby: a tenth of a second (the new session's first
- * blocks come within a millisecond of each other), so the stream does not run dry at once. */
-static uint32_t standby_start_frames(const sm_output *o) {
-    uint32_t want = o->info.rate / 10, half = o->info.ring_frames / 2;
-    return want < half ? want : half;
-}
-
-/* The session is over; the device stays open and running on silence. */
-static void enter_standby(sm_output *o) {
-    if (o->state == ST_RUNNING && ramp_out(o) < 0) return;
-    o->fading = 0;
-    o->draining = 0;
-    flush_ring(o);
-    atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
-    sm_dev_state st = dev_state(o);
-    if (st == SM_DEV_PAUSED) {
-        if (dev_pause(o, 0) < 0) { dev_drop(o); dev_prepare(o); }
-    } else if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) {
-        dev_prepare(o);
-    }
-    o->gain = 1.0f;
-    o->gain_target = 1.0f;
-    o->gain_step = 1.0f / (float)o->ramp_frames;
-    o->refill_grace = 0;
-    o->state = ST_STANDBY;
-    publish_clock(o, o->next_ring, o->next_ring, 0);
-}
-
-/* Sleeps until frames are written or a request comes, or the timeout passes. */
-static void wait_in_standby(sm_output *o, int timeout_ms) {
-    uint32_t c = atomic_load_explicit(&o->data_counter, memory_order_seq_cst);
-    atomic_store_explicit(&o->consumer_waiting, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&o->req_seq, memory_order_seq_cst) == o->handled_seq &&
-        !atomic_load_explicit(&o->quit, memory_order_seq_cst))
-        sm_futex_wait(&o->data_counter, c, timeout_ms);
-    atomic_store_explicit(&o->consumer_waiting, 0, memory_order_relaxed);
-}
-
-/* One turn of the standby: tops the device up with silence when no more than a quarter
- * of its buffer is queued, then sleeps until it is down to that quarter again (about
- * 75 ms on ALSA's default buffer, 375 ms on PulseAudio's). A device that does not pace
- * (null, file) has nothing to keep. */
-static void keep_warm(sm_output *o) {
-    if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed)) { wait_in_standby(o, 50); return; }
-    sm_dev_state st = dev_state(o);
-    if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN || st == SM_DEV_SUSPENDED) {
-        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : o->dev->ops->recover(o->dev, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
-        if (r < 0 && dev_prepare(o) < 0) {
-            fail(o, -EIO, "kept open between sessions");
-            return;
-        }
-        st = dev_state(o);
-    }
-    const long low = (long)(o->info.buffer_frames / 4 > o->info.period_frames ? o->info.buffer_frames / 4
-                                                                                : o->info.period_frames);
-    long delay = 0;
-    if (st != SM_DEV_RUNNING || dev_delay(o, &delay) < 0) delay = 0;
-    if (delay <= low) {
-        long avail = dev_avail(o);
-        if (avail < 0) avail = (long)o->info.period_frames;
-        if (avail > 0 && play_silence(o, (uint32_t)avail, 0) < 0) return;
-        if (dev_state(o) != SM_DEV_RUNNING || dev_delay(o, &delay) < 0) delay = 0;
-    }
-    int ms = delay > low ? (int)((uint64_t)(delay - low) * 1000 / o->info.rate) : 5;
-    wait_in_standby(o, ms < 1 ? 1 : ms);
-}
-
-/* Frames came: the stream plays them. The silence queued is taken back (where the device
- * allows) down to a few ms, so the session is heard at once; none of the last session's
- * audio is touched. */
-static void leave_standby(sm_output *o) {
-    o->state = ST_RUNNING;
-    o->refill_grace = o->info.rate / 5;
-    sm_dev_state st = dev_state(o);
-    if (!o->info.can_rewind || st != SM_DEV_RUNNING) return;
-    long rewindable = dev_rewindable(o), queued = 0;
-    if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
-    if (rewindable > queued) rewindable = queued;
-    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
-    uint64_t audio_end = 0;
-    if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
-    if (audio_end > o->dev_pos) audio_end = o->dev_pos;
-    if ((uint64_t)(k > 0 ? k : 0) > o->dev_pos - audio_end) k = (long)(o->dev_pos - audio_end);
-    if (k <= 0) return;
-    long back = dev_rewind(o, (unsigned long)k);
-    if (back > 0) o->dev_pos -= (uint64_t)back;
 }
 
 /* Marks requests up to `seq` done; never moves back (a drain finished late must not undo
@@ -504,10 +402,10 @@ static void handle_requests(sm_output *o) {
         /* A session that asks to resume or to drain has written what it has: it plays. A
          * pause or a flush before it was heard flushes the ring, and the standby goes on. */
         if ((type == SM_REQ_RESUME || type == SM_REQ_DRAIN) && sm_ring_readable(o->ring) > 0) {
-            leave_standby(o);
+            sm_standby_leave(o);
         } else {
             if (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH || type == SM_REQ_FADE) {
-                flush_ring(o);
+                sm_out_flush_ring(o);
                 atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
             }
             finish_request(o, seq);
@@ -515,7 +413,7 @@ static void handle_requests(sm_output *o) {
         }
     }
     if (type == SM_REQ_STANDBY) {
-        enter_standby(o);
+        sm_standby_enter(o);
         finish_request(o, seq);
         return;
     }
@@ -532,7 +430,7 @@ static void handle_requests(sm_output *o) {
         if (o->state == ST_RUNNING) {
             do_flush(o);
         } else {
-            flush_ring(o);
+            sm_out_flush_ring(o);
             atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
         }
         break;
@@ -590,7 +488,7 @@ static void end_stream(sm_output *o) {
     o->state = ST_DRAINED;
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
     update_clock(o);
-    publish_clock(o, o->next_ring, o->next_ring, 0);
+    sm_out_publish_clock(o, o->next_ring, o->next_ring, 0);
     finish_request(o, o->loop_seq);
 }
 
@@ -624,8 +522,8 @@ void *sm_output_thread_main(void *arg) {
     while (!atomic_load_explicit(&o->quit, memory_order_acquire)) {
         handle_requests(o);
         if (o->state == ST_STANDBY) {
-            if (sm_ring_readable(o->ring) >= standby_start_frames(o)) leave_standby(o);
-            else keep_warm(o);
+            if (sm_ring_readable(o->ring) >= sm_standby_start_frames(o)) sm_standby_leave(o);
+            else sm_standby_keep(o);
             continue;
         }
         if (o->state != ST_RUNNING) {
@@ -675,7 +573,7 @@ void *sm_output_thread_main(void *arg) {
                 } else {
                     int counted = o->refill_grace == 0;
                     o->refill_grace = o->refill_grace > period ? o->refill_grace - period : 0;
-                    play_silence(o, period, counted);
+                    sm_out_play_silence(o, period, counted);
                 }
                 continue;
             }

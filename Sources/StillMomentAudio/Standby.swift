@@ -30,9 +30,12 @@ public final class Standby: Sendable {
         set { keep.store(newValue, ordering: .releasing) }
     }
 
-    /// The device held open now (nil: none), and whether it failed meanwhile.
-    public var heldDevice: (name: String, failed: Bool)? {
-        held.withLock { h in h.map { ($0.configuration.name, sm_output_failed($0.output) != 0) } }
+    /// The device held open now (nil: none), whether it failed meanwhile, and the frames
+    /// handed to it since it was opened (silence between sessions included).
+    public var heldDevice: (name: String, failed: Bool, framesWritten: UInt64)? {
+        held.withLock { h in
+            h.map { ($0.configuration.name, sm_output_failed($0.output) != 0, sm_output_get_stats($0.output).frames_written) }
+        }
     }
 
     /// Opens `configuration` and keeps it running on silence (nothing if it is held

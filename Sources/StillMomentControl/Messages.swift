@@ -133,6 +133,18 @@ public struct Status: Codable, Sendable, Equatable {
     public var suspended: Suspended?
     public var lastEnded: Ended?
     public var nextScheduled: NextScheduled?
+    /// The device kept open between sessions (output-standby), while nothing plays.
+    public var keptOpen: KeptOpen?
+    public struct KeptOpen: Codable, Sendable, Equatable {
+        public var device: String
+        /// Frames handed to the device since it was opened (its silence included): it grows
+        /// while the device runs.
+        public var framesWritten: UInt64
+        public init(device: String, framesWritten: UInt64) {
+            self.device = device
+            self.framesWritten = framesWritten
+        }
+    }
 
     public init(state: Phase) { self.state = state }
 

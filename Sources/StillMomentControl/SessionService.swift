@@ -106,7 +106,9 @@ public final class SessionService {
     func tick() {
         reap()
         scheduler.tick(self)
-        standby.update(nextAt: scheduler.next?.at, idle: isIdle, worker: worker)
+        var nextDevice: String?
+        if let next = scheduler.next, case .timer(_, let request) = next.entry.action { nextDevice = request.device }
+        standby.update(nextAt: scheduler.next?.at, nextDevice: nextDevice, idle: isIdle, worker: worker)
         let now = Self.monotonicMilliseconds()
         if active != nil, now - lastProgress >= 1000 {
             lastProgress = now
@@ -631,6 +633,9 @@ public final class SessionService {
         }
         o.lastEnded = lastEnded
         o.nextScheduled = scheduler.nextStatus
+        if active == nil, starting == nil, let held = standby.holder.heldDevice, !held.failed {
+            o.keptOpen = .init(device: held.name, framesWritten: held.framesWritten)
+        }
         guard let s = active else {
             if let st = starting {
                 o.state = .starting

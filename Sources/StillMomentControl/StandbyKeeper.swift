@@ -28,8 +28,9 @@ final class StandbyKeeper {
     init(log: Logger) { self.log = log }
 
     /// One look, from the service's tick: `nextAt` is the next scheduled entry (unix
-    /// seconds), `idle` whether nothing plays, starts or closes.
-    func update(nextAt: Int64?, idle: Bool, worker: DeviceWorker) {
+    /// seconds) and `nextDevice` the device it names (nil: the `device` setting), `idle`
+    /// whether nothing plays, starts or closes.
+    func update(nextAt: Int64?, nextDevice: String?, idle: Bool, worker: DeviceWorker) {
         let now = Scheduler.monotonic()
         // Read again when the file changed (a stat: the idle daemon touches no more code).
         var st = stat()
@@ -45,11 +46,13 @@ final class StandbyKeeper {
             }
         }
         let want: Bool
+        var target = device
         switch mode {
         case .close: want = false
         case .keepOpen: want = true
         case .keepOpenDuringSchedule:
             want = nextAt.map { Double($0) - Scheduler.wallClock() <= Self.lead } ?? false
+            target = nextDevice ?? device
         }
         // A session that ends now keeps its device open (or closes it) as this says.
         holder.keepsOpen = want
@@ -58,14 +61,14 @@ final class StandbyKeeper {
             if let failed = outcome, failed != lastFailure {
                 log.warning("cannot keep the device open between sessions: \(failed)")
             } else if outcome == nil {
-                log.info("output-standby: \(device) is kept open between sessions")
+                log.info("output-standby: \(target) is kept open between sessions")
             }
             lastFailure = outcome
         }
         let held = holder.heldDevice
-        if want, held == nil || held?.name != device || held?.failed == true, now >= retryAt {
+        if want, held == nil || held?.name != target || held?.failed == true, now >= retryAt {
             retryAt = now + 30
-            let name = device, box = failure, language = Language.current, holder = self.holder
+            let name = target, box = failure, language = Language.current, holder = self.holder
             worker.run("standby") {
                 Language.speaking(language) {
                     do throws(AudioError) {

@@ -148,11 +148,12 @@ enum StatusText {
         case .bell?:
             return tr("bell: \(s.sound ?? "")", "Glocke: \(s.sound ?? "")")
         case nil:
+            let open = s.keptOpen.map { tr("; \($0.device) kept open", "; \($0.device) bleibt geöffnet") } ?? ""
             guard let next = s.nextScheduled, let t = LocalTime(iso8601: next.at) else {
-                return tr("idle", "nichts läuft")
+                return tr("idle", "nichts läuft") + open
             }
             let what = next.name ?? next.action
-            return tr("idle; next \(PracticeText.when(t)): \(what)", "nichts läuft; als Nächstes \(PracticeText.when(t)): \(what)")
+            return tr("idle; next \(PracticeText.when(t)): \(what)", "nichts läuft; als Nächstes \(PracticeText.when(t)): \(what)") + open
         }
     }
 

@@ -12,7 +12,8 @@
  *
  * Files: ring.c, output.c (the thread: ring consumption, ramps, clock accounting),
  * control.c (open, close, requests, waits, clock and statistics for other threads),
- * convert.c (float to S16/S32), device.c, alsa.c, pulse.c.
+ * convert.c (float to S16/S32), standby.c (the device kept open between sessions),
+ * device.c, alsa.c, pulse.c.
  *
  * Indices ("ring index") count frames ever written to / read from the ring; they are
  * 64-bit and never wrap in practice. The engine clock is the ring index of the frame

@@ -1,0 +1,127 @@
+/*
+ * The standby (SM_REQ_STANDBY, the daemon's output-standby): between sessions the device
+ * stays open and running on silence, so the next session starts into a running stream
+ * (HDMI receivers drop the first second of a new stream; many DACs pop when the device
+ * opens or closes). Part of the output thread (output.c calls these from its loop and its
+ * request handling): the same rules, no allocation, no lock, no call into Swift.
+ */
+#define _GNU_SOURCE
+#include "caudio.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Frames in the ring that end a standby: a tenth of a second (the new session's first
+ * blocks come within a millisecond of each other), so the stream does not run dry at once. */
+uint32_t sm_standby_start_frames(const sm_output *o) {
+    uint32_t want = o->info.rate / 10, half = o->info.ring_frames / 2;
+    return want < half ? want : half;
+}
+
+/* The session is over; the device stays open and running on silence. */
+void sm_standby_enter(sm_output *o) {
+    if (o->state == ST_RUNNING && sm_out_ramp_out(o) < 0) return;
+    o->fading = 0;
+    o->draining = 0;
+    sm_out_flush_ring(o);
+    atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
+    sm_dev_state st = dev_state(o);
+    if (st == SM_DEV_PAUSED) {
+        if (dev_pause(o, 0) < 0) { dev_drop(o); dev_prepare(o); }
+    } else if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) {
+        dev_prepare(o);
+    }
+    o->gain = 1.0f;
+    o->gain_target = 1.0f;
+    o->gain_step = 1.0f / (float)o->ramp_frames;
+    o->refill_grace = 0;
+    o->state = ST_STANDBY;
+    o->standby_probe = 1;
+    sm_out_publish_clock(o, o->next_ring, o->next_ring, 0);
+}
+
+/* What the device has queued (in *delay); 0 when it is not playing or preparing. (A
+ * PulseAudio stream may play while its state still says PREPARED: its delay tells.) */
+static int queued(sm_output *o, long *delay) {
+    sm_dev_state st = dev_state(o);
+    return (st == SM_DEV_RUNNING || st == SM_DEV_PREPARED) && dev_delay(o, delay) == 0;
+}
+
+/* Sleeps until frames are written or a request comes, or the timeout passes. */
+static void wait_in_standby(sm_output *o, int timeout_ms) {
+    uint32_t c = atomic_load_explicit(&o->data_counter, memory_order_seq_cst);
+    atomic_store_explicit(&o->consumer_waiting, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&o->req_seq, memory_order_seq_cst) == o->handled_seq &&
+        !atomic_load_explicit(&o->quit, memory_order_seq_cst))
+        sm_futex_wait(&o->data_counter, c, timeout_ms);
+    atomic_store_explicit(&o->consumer_waiting, 0, memory_order_relaxed);
+}
+
+/* One turn of the standby: tops the device up with silence whenever a period is free,
+ * then sleeps for a period (25 ms on ALSA's default buffer, 125 ms on PulseAudio's). A
+ * device that does not pace (null, file) has nothing to keep. */
+void sm_standby_keep(sm_output *o) {
+    if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed)) {
+        /* Not known to play in real time (opened for the standby, or a device that does
+         * not pace): silence until it starts (a sound server starts a stream once enough
+         * is queued), which shows whether it plays in real time (a sound card, a server)
+         * or not (null, file: nothing to keep then). */
+        if (o->standby_probe || dev_state(o) == SM_DEV_PREPARED) {
+            if (o->standby_probe) o->standby_looks = 0;
+            o->standby_probe = 0;
+            long avail = dev_avail(o);   /* what fits now: a write never blocks here */
+            if (avail > (long)o->info.buffer_frames) avail = (long)o->info.buffer_frames;
+            if (avail > 0 && sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
+        }
+        /* A sound server may take a moment to start the stream and report its delay: look
+         * again every 50 ms for a second, then once a second (woken at once by frames, a
+         * request or the close). */
+        long delay = 0;
+        if (queued(o, &delay) && delay > 0) {
+            atomic_store_explicit(&o->st_paced, 1, memory_order_relaxed);
+            return;
+        }
+        wait_in_standby(o, o->standby_looks++ < 20 ? 50 : 1000);
+        return;
+    }
+    sm_dev_state st = dev_state(o);
+    if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN || st == SM_DEV_SUSPENDED) {
+        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : o->dev->ops->recover(o->dev, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
+        if (r < 0 && dev_prepare(o) < 0) {
+            sm_out_fail(o, -EIO, "kept open between sessions");
+            return;
+        }
+    }
+    /* Topped up whenever a period is free, as the session's own loop writes (a sound
+     * server asks for a period at a time, and its sink may pull ahead in bursts; the
+     * delay is no measure of what its stream still holds), then asleep for a period. */
+    long avail = dev_avail(o);
+    if (avail >= (long)o->info.period_frames) {
+        if (avail > (long)o->info.buffer_frames) avail = (long)o->info.buffer_frames;
+        if (sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
+    }
+    int ms = (int)((uint64_t)o->info.period_frames * 1000 / o->info.rate);
+    wait_in_standby(o, ms < 1 ? 1 : ms);
+}
+
+/* Frames came: the stream plays them. The silence queued is taken back (where the device
+ * allows) down to a few ms, so the session is heard at once; none of the last session's
+ * audio is touched. */
+void sm_standby_leave(sm_output *o) {
+    o->state = ST_RUNNING;
+    o->refill_grace = o->info.rate / 5;
+    sm_dev_state st = dev_state(o);
+    if (!o->info.can_rewind || st != SM_DEV_RUNNING) return;
+    long rewindable = dev_rewindable(o), queued = 0;
+    if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
+    if (rewindable > queued) rewindable = queued;
+    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
+    uint64_t audio_end = 0;
+    if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
+    if (audio_end > o->dev_pos) audio_end = o->dev_pos;
+    if ((uint64_t)(k > 0 ? k : 0) > o->dev_pos - audio_end) k = (long)(o->dev_pos - audio_end);
+    if (k <= 0) return;
+    long back = dev_rewind(o, (unsigned long)k);
+    if (back > 0) o->dev_pos -= (uint64_t)back;
+}
