@@ -429,13 +429,47 @@ class Guest:
         rec.wait_silence(t, 0.3, 5)
         self.wait_idle()
 
+    def standby(self, rec):
+        """output-standby keep-open: the idle daemon keeps the card running on silence (its
+        CPU meanwhile), a timer starts into that running stream, and `close` closes the card."""
+        device = self.dev["device"]
+        run(["settings", "set", "device", device])
+        run(["settings", "set", "output-standby", "keep-open"])
+
+        def wait_card(word, timeout=15):
+            t = mono()
+            while mono() - t < timeout:
+                if word in read(PCM_STATUS):
+                    return mono() - t
+                time.sleep(0.1)
+            return None
+        self.notes["standby_open"] = wait_card("RUNNING")
+        time.sleep(1.0)
+        pid = self.daemon_pid()
+        c0, w0 = cpu_ticks(pid), mono()
+        time.sleep(4.0)
+        c1, w1 = cpu_ticks(pid), mono()
+        self.notes["standby_cpu"] = {"ticks": (c1 - c0) if c0 is not None and c1 is not None else None,
+                                     "seconds": w1 - w0, "hz": os.sysconf("SC_CLK_TCK"),
+                                     "status": read(PCM_STATUS)[:400], "sw_params": read(PCM_SW)[:600]}
+        self.start_latency(rec, "timer", "standby", "cli")
+        self.start_latency(rec, "timer", "standby", "socket")
+        time.sleep(1.0)
+        self.notes["standby_after_session"] = "RUNNING" in read(PCM_STATUS)
+        run(["settings", "set", "output-standby", "close"])
+        self.notes["standby_closed"] = wait_card("closed")
+        run(["settings", "reset", "device"])
+        run(["settings", "reset", "output-standby"])
+
     def reference_cpu(self):
         """aplay and mpg123 playing the same tone on the same device, 4 s each: CPU time."""
         device = self.dev["device"]
         out = {}
         for name, cmd in (("aplay", ["aplay", "-q", "-D", device, "-d", "4", os.path.join(OUT, "render-play-s32.wav")]),
                           ("mpg123", ["mpg123", "-q", "-o", "alsa", "-a", device, "-n", "154",
-                                      os.path.join(OUT, "tone.mp3")])):
+                                      os.path.join(OUT, "tone.mp3")]),
+                          ("aplay-zero", ["aplay", "-q", "-D", device, "-t", "raw", "-f", "S32_LE", "-r", "44100",
+                                          "-c", "2", "-d", "4", "/dev/zero"])):
             try:
                 p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL)
@@ -469,6 +503,8 @@ class Guest:
                 self.start_latency(rec, what, "on-demand", "cli")
             say(f"{self.name}: pause, resume, seek, SIGSTOP")
             self.control_sequence(rec)
+            say(f"{self.name}: output-standby")
+            self.standby(rec)
             self.stop_daemon()
             say(f"{self.name}: aplay and mpg123 for reference")
             self.reference_cpu()

@@ -561,7 +561,8 @@ def analyse_starts(cap, out, label, dev):
         parts = [f"{k} {(e[k] - e['t']) * 1000:.0f}" for k in ("returned", "opened", "running") if e.get(k)]
         results.setdefault(key, []).append((ms, "/".join(parts)))
     for what in ("timer", "play"):
-        for mode, via, goal in (("warm", "cli", 150), ("warm", "socket", 150), ("on-demand", "cli", 500)):
+        for mode, via, goal in (("warm", "cli", 150), ("warm", "socket", 150), ("standby", "cli", 150),
+                                ("standby", "socket", 150), ("on-demand", "cli", 500)):
             got = results.get((what, mode, via), [])
             if not got:
                 continue
@@ -573,7 +574,7 @@ def analyse_starts(cap, out, label, dev):
                    f"--device {dev['device']} --detach" if via == "cli" else
                    f"a `{what}` request on the control socket of the running daemon")
             target(f"{label} start latency, {what}, "
-                   f"{'running daemon' if mode == 'warm' else 'daemon started on demand'}"
+                   f"{ {'warm': 'running daemon', 'standby': 'running daemon with the device kept open (output-standby keep-open)'}.get(mode, 'daemon started on demand')}"
                    f"{' (socket request, no CLI)' if via == 'socket' else ''}: command to session frame 0 at the "
                    f"device, worst of {len(got)} ({', '.join(f'{g[0]:.0f}' for g in got)} ms; ms after the "
                    f"command when the command returned/the device was opened/running: "
@@ -739,6 +740,28 @@ def analyse_device(out, dev):
             parts.append(f"{k} failed ({(r.get('error') or str(r.get('status'))).splitlines()[-1]})")
     info(f"{label} CPU, % of one emulated core, playing the same tone on the same device in the same run: "
          f"{', '.join(parts)}")
+    analyse_standby(notes, ref.get("aplay-zero", {}), label, dev)
+
+
+def analyse_standby(notes, zero, label, dev):
+    """output-standby keep-open: the card runs while the daemon is idle, at what CPU."""
+    if "standby_open" not in notes:
+        return check(False, f"{label} output-standby was not tried")
+    opened = notes["standby_open"]
+    check(opened is not None, f"{label} output-standby keep-open: the idle daemon keeps the card running "
+          f"(/proc/asound/card0/pcm0p/sub0/status RUNNING {'after %.1f s' % opened if opened is not None else 'never'})")
+    check(notes.get("standby_after_session"), f"{label} output-standby: the card still runs after a session")
+    check(notes.get("standby_closed") is not None, f"{label} output-standby close: the card is closed "
+          f"{'after %.1f s' % notes['standby_closed'] if notes.get('standby_closed') is not None else 'never'}")
+    cpu = notes.get("standby_cpu", {})
+    if cpu.get("ticks") is None or "cpu" not in zero or zero.get("status") != 0:
+        return info(f"{label} output-standby CPU: not measured ({zero.get('error', '')})")
+    mine = cpu["ticks"] / cpu["hz"] / cpu["seconds"] * 100
+    theirs = zero["cpu"] / zero["seconds"] * 100
+    target(f"{label} CPU of the idle daemon keeping the card open (silence), % of one emulated core, against "
+           f"`aplay -t raw -f S32_LE -r 44100 -c 2 /dev/zero` on the same device in the same run ({theirs:.2f} %)",
+           f"{mine:.2f}", "%", "<= aplay's", mine <= theirs,
+           f"stillmoment settings set output-standby keep-open; stillmoment daemon (device {dev['device']})")
 
 
 def analyse(out):
