@@ -24,6 +24,23 @@ import webharness as h  # noqa: E402
 report = h.report
 
 
+def peaks(pid, seconds, steady_from):
+    """The largest VmRSS (MB) sampled every 50 ms for `seconds`: over all, and from
+    `steady_from` s on (the daemon releases a session's start-up code pages 3 s in)."""
+    allpeak = steady = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        try:
+            v = h.rss_kb(pid)
+        except OSError:
+            break
+        allpeak = max(allpeak, v)
+        if time.monotonic() - t0 >= steady_from:
+            steady = max(steady, v)
+        time.sleep(0.05)
+    return allpeak / 1024, steady / 1024
+
+
 def peak_while(pid, seconds):
     """The largest VmRSS (MB) sampled every 50 ms for `seconds`."""
     peak = 0
@@ -95,8 +112,7 @@ def main():
     idle = h.rss_kb(daemon.pid) / 1024
 
     h.sm("play", "Bench talk", "--preparation", "off", "--detach")
-    time.sleep(3)
-    guided = peak_while(daemon.pid, 5)
+    guided_start, guided = peaks(daemon.pid, 9, 4)
     if os.geteuid() == 0:
         pages = subprocess.run([sys.executable, os.path.join(here, "pages.py"), str(daemon.pid), os.environ["BIN"]],
                                capture_output=True, text=True).stdout
@@ -105,8 +121,7 @@ def main():
     h.sm("stop")
     time.sleep(1.5)
     h.sm("timer", "5m", "--preparation", "off", "--ambience", "forest", "--interval", "1m", "--detach")
-    time.sleep(3)
-    timer = peak_while(daemon.pid, 5)
+    timer_start, timer = peaks(daemon.pid, 9, 4)
     h.sm("stop")
 
     p = h.spawn(["mpg123", "-q", "-o", "pulse", mp3], dict(os.environ, PULSE_SERVER=pulse), "mpg123")
@@ -115,10 +130,13 @@ def main():
     p.terminate()
     mpd = mpd_rss(mp3, pulse)
     refs = f"mpg123 -o pulse {ref:.1f} MB" + (f", MPD {mpd:.1f} MB" if mpd else ", MPD not installed")
-    report(f"daemon RSS playing a 5-min MP3 (guided) on the paced device ({refs}, same MP3 and sink)",
-           f"{guided:.1f}", "MB", "≤ 20 MB", guided <= 20)
-    report("daemon RSS playing a timer with ambience and interval gongs on the paced device",
+    report(f"daemon RSS playing a 5-min MP3 (guided) on the paced device, largest sample from 4 s to 9 s "
+           f"({refs}, same MP3 and sink)", f"{guided:.1f}", "MB", "≤ 20 MB", guided <= 20)
+    report("the same, largest sample from the command on (the session's start included)",
+           f"{guided_start:.1f}", "MB", "≤ 20 MB", guided_start <= 20)
+    report("daemon RSS playing a timer with ambience and interval gongs on the paced device, from 4 s to 9 s",
            f"{timer:.1f}", "MB", "≤ 20 MB", timer <= 20)
+    report("the same, from the command on", f"{timer_start:.1f}", "MB", "≤ 20 MB", timer_start <= 20)
     time.sleep(8)
     after = h.rss_kb(daemon.pid) / 1024
     report(f"daemon RSS idle, 8 s after start / 8 s after its sessions (code pages released after 2 s idle)",

@@ -5,9 +5,12 @@
 // read-only, executable file mappings only: their pages are never written, the page cache
 // keeps the file, the next use faults them back in) leaves the web app's RSS at what it
 // actually uses. The web app does it once serving begins and whenever the last browser has
-// gone; the daemon when it has been idle (no session) for 2 s, never while a session plays,
-// so the real-time thread meets no fault it would not have met anyway (nothing is locked
-// in memory: the kernel may drop these pages under pressure at any time).
+// gone; the daemon when it has been idle (no session) for 2 s, and once 3 s into each
+// session, when the session's start-up work is over. The threads that play then fault
+// back in the few pages of code they run: minor faults from the page cache, microseconds
+// each, once, against the output thread's 25-ms periods and the render thread's second of
+// ring (nothing is locked in memory anyway: the kernel may drop these pages under pressure
+// at any time).
 import Glibc
 
 public enum CodePages {
@@ -19,7 +22,7 @@ public enum CodePages {
         var released = 0
         var line = [CChar](repeating: 0, count: 4096)
         while fgets(&line, Int32(line.count), f) != nil {
-            let text = String(cString: line)
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let fields = text.split(separator: " ", omittingEmptySubsequences: true)
             // address perms offset dev inode path: an executable, read-only, private mapping of a file.
             guard fields.count >= 6, fields[1] == "r-xp", fields[5].hasPrefix("/") else { continue }

@@ -194,6 +194,8 @@ public final class Daemon {
     /// Since when no session plays, and whether the code pages were released since.
     private var sessionIdleSince = 0.0
     private var codeReleased = false
+    /// The session playing, since when, and whether its start-up's code pages were released.
+    private var playing: (id: Int, since: Double, released: Bool)?
 
     /// One turn of the loop: waits (at most `cap` ms, less when something is due) for
     /// the sockets and the device worker, serves what came, ticks the service, and
@@ -230,7 +232,9 @@ public final class Daemon {
                 return false
             }
         }
-        // Idle for 2 s: what start-up and the last session touched of the code is released.
+        // Idle for 2 s: what start-up and the last session touched of the code is released;
+        // and 3 s into each session, what its start touched (the catalog, the decoder's
+        // opening, the plan): playing runs far less code than starting.
         if host.isIdle {
             if !codeReleased && t - sessionIdleSince >= 2 {
                 CodePages.release()
@@ -239,6 +243,15 @@ public final class Daemon {
         } else {
             sessionIdleSince = t
             codeReleased = false
+        }
+        if let id = host.activeSession {
+            if playing?.id != id { playing = (id, t, false) }
+            if let p = playing, !p.released, t - p.since >= 3 {
+                CodePages.release()
+                playing?.released = true
+            }
+        } else {
+            playing = nil
         }
         // A client that is connected may be about to start a session: not idle.
         if !host.isIdle || !clients.isEmpty {

@@ -95,6 +95,9 @@ public final class SessionService {
     /// Nothing plays, nothing is starting, nothing is being closed.
     var isIdle: Bool { active == nil && starting == nil && !worker.isBusy }
 
+    /// The session playing now (nil: none), for the daemon's housekeeping.
+    var activeSession: Int? { active?.id }
+
     /// Events since the last call: state changes, ended sessions, progress once a second.
     func takeEvents() -> [Event] {
         defer { events.removeAll() }
