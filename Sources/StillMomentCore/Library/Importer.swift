@@ -131,8 +131,7 @@ public struct Importer: Sendable {
         } catch {
             copy.discard()
             unlink(finalPath)
-            if let error = error as? CoreError { throw error }
-            throw CoreError.io(path: shownPath, reason: "\(error)")
+            throw error      // the block throws CoreError only
         }
         if let landedMeanwhile {
             copy.discard()
@@ -240,8 +239,7 @@ public struct Importer: Sendable {
         } catch {
             copy.discard()
             unlink(finalPath)
-            if let error = error as? CoreError { throw error }
-            throw CoreError.io(path: path, reason: "\(error)")
+            throw error
         }
         copy.release()
         return sound
