@@ -1,8 +1,8 @@
 // A sound device kept open between sessions (the daemon's `output-standby`): HDMI
 // receivers and TVs drop the first second of a stream while they lock on, and many DACs
 // pop when the device opens or closes; that first second is the start gong. While an
-// output is held here its C thread keeps the device running on silence (SM_REQ_STANDBY),
-// woken about once per 3/4 of its buffer, and the next engine on the same device takes
+// output is held here its C thread keeps the device running on silence (SM_REQ_STANDBY,
+// standby.c), topped up a period at a time, and the next engine on the same device takes
 // it over instead of opening the device: the session starts into a running stream.
 // The daemon owns one and hands it to its sessions' engines in DeviceConfiguration.standby;
 // engines without one open and close their device as always.

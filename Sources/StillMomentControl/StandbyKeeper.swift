@@ -62,6 +62,7 @@ final class StandbyKeeper {
                 log.warning("cannot keep the device open between sessions: \(failed)")
             } else if outcome == nil {
                 log.info("output-standby: \(target) is kept open between sessions")
+                retryAt = 0      // opened: a later need (another device used meanwhile) opens at once
             }
             lastFailure = outcome
         }

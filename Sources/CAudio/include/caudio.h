@@ -146,7 +146,7 @@ typedef enum sm_request {
                            pause and flush as SM_REQ_PAUSE does */
     SM_REQ_STANDBY = 6  /* the session is over, the device stays open (output-standby): ramp
                            out if playing, flush the ring, and keep the device running on
-                           silence, woken about once per 3/4 of its buffer and counted as
+                           silence, topped up whenever a period is free and counted as
                            neither underrun nor silence insertion. Frames written to the
                            ring later (a tenth of a second of them, or fewer with a drain)
                            end it: queued silence is taken back where the device allows,
