@@ -155,6 +155,8 @@ void sm_out_fail(sm_output *o, int err, const char *what);
 int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
 int sm_out_ramp_out(sm_output *o);
 void sm_out_flush_ring(sm_output *o);
+long sm_out_takeable(sm_output *o);
+void sm_out_wait_for_data(sm_output *o, uint32_t want, int timeout_ms);
 uint32_t sm_standby_start_frames(const sm_output *o);
 void sm_standby_enter(sm_output *o);
 void sm_standby_keep(sm_output *o);

@@ -234,29 +234,34 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
     return 0;
 }
 
-/* Takes back what the device has queued but not yet played, beyond a safety margin
- * (the device's rewind), so that what we write next is heard within a few ms. The frames
- * taken back are played again from the history. */
-static void take_back(sm_output *o) {
-    if (!o->info.can_rewind) return;
+/* Frames queued on the device and not yet heard that may be taken back, less a safety
+ * margin of 2 ms and a ramp (0: none, or a device that does not rewind). Never more than
+ * the delay (0 on a device that does not pace, such as null or file). */
+long sm_out_takeable(sm_output *o) {
+    if (!o->info.can_rewind) return 0;
     sm_dev_state st = dev_state(o);
-    if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) return;
-    /* Only what is queued and not yet heard may be taken back: never more than the
-     * delay (0 on a device that does not pace, such as null or file). */
+    if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) return 0;
     long rewindable = dev_rewindable(o);
     long queued = 0;
     if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
-    long margin = (long)(o->info.rate / 500 + o->ramp_frames); /* 2 ms + ramp */
+    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
+    return k > 0 ? k : 0;
+}
+
+/* Takes back what the device has queued but not yet played, beyond a safety margin
+ * (the device's rewind), so that what we write next is heard within a few ms. The frames
+ * taken back are played again from the history. */
+static void take_back(sm_output *o) {
+    long k = sm_out_takeable(o);
     uint64_t tail = 0;
     if (o->seg_count) {
         segment *s = &o->seg[o->seg_count - 1];
         if (s->dev_start + s->len == o->dev_pos) tail = s->len;
     }
     if (tail > o->hist_valid) tail = o->hist_valid;
-    long k = rewindable - margin;
     if ((uint64_t)k > tail) k = (long)tail;
-    if (rewindable <= margin || k <= 0) return;
+    if (k <= 0) return;
     long back = dev_rewind(o, (unsigned long)k);
     if (back <= 0) return;
     o->dev_pos -= (uint64_t)back;
@@ -458,10 +463,12 @@ static void handle_requests(sm_output *o) {
     finish_request(o, seq);
 }
 
-static void wait_for_data(sm_output *o, int timeout_ms) {
+/* Sleeps until the producer writes (unless `want` frames are there already) or a request
+ * comes, or the timeout passes. */
+void sm_out_wait_for_data(sm_output *o, uint32_t want, int timeout_ms) {
     uint32_t c = atomic_load_explicit(&o->data_counter, memory_order_seq_cst);
     atomic_store_explicit(&o->consumer_waiting, 1, memory_order_seq_cst);
-    if (sm_ring_readable(o->ring) < o->info.period_frames &&
+    if (sm_ring_readable(o->ring) < want &&
         atomic_load_explicit(&o->req_seq, memory_order_seq_cst) == o->handled_seq &&
         !atomic_load_explicit(&o->quit, memory_order_seq_cst))
         sm_futex_wait(&o->data_counter, c, timeout_ms);
@@ -530,7 +537,7 @@ void *sm_output_thread_main(void *arg) {
             /* A drained stream given frames plays them (a seek back, a later end); else
              * sleep until a request (a full ring, filled before a resume, must not spin). */
             if (o->state == ST_DRAINED && sm_ring_readable(o->ring) > 0) { do_resume(o); continue; }
-            if (o->state == ST_DRAINED) wait_for_data(o, 50);
+            if (o->state == ST_DRAINED) sm_out_wait_for_data(o, period, 50);
             else wait_for_request(o, 50);
             if (o->state == ST_PAUSED || o->state == ST_DRAINED) update_clock(o);
             continue;
@@ -581,13 +588,13 @@ void *sm_output_thread_main(void *arg) {
             update_clock(o);
             uint64_t slack = (uint64_t)delay - period;
             int ms = (int)(slack * 1000 / o->info.rate);
-            wait_for_data(o, ms < 1 ? 1 : ms);
+            sm_out_wait_for_data(o, period, ms < 1 ? 1 : ms);
         } else {
             /* A device that does not pace (null, file) or has not started: the stream
              * stays exact by waiting for the producer. */
             if (o->draining) { end_stream(o); continue; }
             update_clock(o);
-            wait_for_data(o, 20);
+            sm_out_wait_for_data(o, period, 20);
         }
     }
     return NULL;

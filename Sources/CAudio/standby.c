@@ -48,16 +48,6 @@ static int queued(sm_output *o, long *delay) {
     return (st == SM_DEV_RUNNING || st == SM_DEV_PREPARED) && dev_delay(o, delay) == 0;
 }
 
-/* Sleeps until frames are written or a request comes, or the timeout passes. */
-static void wait_in_standby(sm_output *o, int timeout_ms) {
-    uint32_t c = atomic_load_explicit(&o->data_counter, memory_order_seq_cst);
-    atomic_store_explicit(&o->consumer_waiting, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&o->req_seq, memory_order_seq_cst) == o->handled_seq &&
-        !atomic_load_explicit(&o->quit, memory_order_seq_cst))
-        sm_futex_wait(&o->data_counter, c, timeout_ms);
-    atomic_store_explicit(&o->consumer_waiting, 0, memory_order_relaxed);
-}
-
 /* One turn of the standby: tops the device up with silence whenever a period is free,
  * then sleeps for a period (25 ms on ALSA's default buffer, 125 ms on PulseAudio's). A
  * device that does not pace (null, file) has nothing to keep. */
@@ -82,7 +72,7 @@ void sm_standby_keep(sm_output *o) {
             atomic_store_explicit(&o->st_paced, 1, memory_order_relaxed);
             return;
         }
-        wait_in_standby(o, o->standby_looks++ < 20 ? 50 : 1000);
+        sm_out_wait_for_data(o, sm_standby_start_frames(o), o->standby_looks++ < 20 ? 50 : 1000);
         return;
     }
     sm_dev_state st = dev_state(o);
@@ -102,7 +92,7 @@ void sm_standby_keep(sm_output *o) {
         if (sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
     }
     int ms = (int)((uint64_t)o->info.period_frames * 1000 / o->info.rate);
-    wait_in_standby(o, ms < 1 ? 1 : ms);
+    sm_out_wait_for_data(o, sm_standby_start_frames(o), ms < 1 ? 1 : ms);
 }
 
 /* Frames came: the stream plays them. The silence queued is taken back (where the device
@@ -111,16 +101,12 @@ void sm_standby_keep(sm_output *o) {
 void sm_standby_leave(sm_output *o) {
     o->state = ST_RUNNING;
     o->refill_grace = o->info.rate / 5;
-    sm_dev_state st = dev_state(o);
-    if (!o->info.can_rewind || st != SM_DEV_RUNNING) return;
-    long rewindable = dev_rewindable(o), queued = 0;
-    if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
-    if (rewindable > queued) rewindable = queued;
-    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
+    /* Only silence: what was written after the last session's audio. */
     uint64_t audio_end = 0;
     if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
-    if (audio_end > o->dev_pos) audio_end = o->dev_pos;
-    if ((uint64_t)(k > 0 ? k : 0) > o->dev_pos - audio_end) k = (long)(o->dev_pos - audio_end);
+    uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
+    long k = sm_out_takeable(o);
+    if ((uint64_t)k > silence) k = (long)silence;
     if (k <= 0) return;
     long back = dev_rewind(o, (unsigned long)k);
     if (back > 0) o->dev_pos -= (uint64_t)back;
