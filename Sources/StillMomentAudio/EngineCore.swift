@@ -86,23 +86,28 @@ final class EngineCore: @unchecked Sendable {
         return outputOpen.withLock { open in open ? body(output) : nil }
     }
 
-    /// Releases the device (once; the render thread must have ended).
+    /// Releases the device (once; the render thread must have ended): closes it, or hands
+    /// it to the standby. Other threads stop reaching it under the lock; the close or the
+    /// hand-over (which waits for the output thread) comes after it, so a status asked
+    /// meanwhile is not held up.
     func close() {
         guard let output else { return }
-        outputOpen.withLock { open in
-            guard open else { return }
+        let closing = outputOpen.withLock { open -> Bool in
+            guard open else { return false }
             closedPosition.store(timeline(forRing: sm_output_played_index(output)), ordering: .relaxed)
             var error = sm_error()
             sm_output_last_error(output, &error)
             let report = (stats: sm_output_get_stats(output), error: error)
             closedReport.withLock { $0 = report }
             open = false
-            if let key = standbyKey, let standby = key.configuration.standby,
-               standby.hold(output, configuration: key.configuration, sampleRate: key.sampleRate) {
-                return
-            }
-            sm_output_close(output)
+            return true
         }
+        guard closing else { return }
+        if let key = standbyKey, let standby = key.configuration.standby,
+           standby.hold(output, configuration: key.configuration, sampleRate: key.sampleRate) {
+            return
+        }
+        sm_output_close(output)
     }
 
     func startOutput() throws(AudioError) {
