@@ -61,7 +61,7 @@ final class StandbyKeeper {
             if let failed = outcome, failed != lastFailure {
                 log.warning("cannot keep the device open between sessions: \(failed)")
             } else if outcome == nil {
-                log.info("output-standby: \(target) is kept open between sessions")
+                log.info("output-standby: \(Display.clean(target)) is kept open between sessions")
                 retryAt = 0      // opened: a later need (another device used meanwhile) opens at once
             }
             lastFailure = outcome

@@ -71,7 +71,8 @@ public struct Settings: Sendable, Equatable {
         if key == "output-standby" {
             guard OutputStandby(rawValue: value) != nil else {
                 let all = OutputStandby.allCases.map(\.rawValue).joined(separator: ", ")
-                throw CoreError.badValue(option: key, reason: tr("'\(value)' is not one of \(all)", "'\(value)' ist keiner der Werte \(all)"))
+                let shown = Display.clean(String(value.prefix(40)))
+                throw CoreError.badValue(option: key, reason: tr("'\(shown)' is not one of \(all)", "'\(shown)' ist keiner der Werte \(all)"))
             }
             values[key] = value
             return

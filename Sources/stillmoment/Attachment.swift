@@ -148,7 +148,10 @@ enum StatusText {
         case .bell?:
             return tr("bell: \(s.sound ?? "")", "Glocke: \(s.sound ?? "")")
         case nil:
-            let open = s.keptOpen.map { tr("; \($0.device) kept open", "; \($0.device) bleibt geöffnet") } ?? ""
+            let open = s.keptOpen.map { k in
+                let device = Display.clean(k.device)
+                return tr("; \(device) kept open", "; \(device) bleibt geöffnet")
+            } ?? ""
             guard let next = s.nextScheduled, let t = LocalTime(iso8601: next.at) else {
                 return tr("idle", "nichts läuft") + open
             }
