@@ -12,8 +12,7 @@ enum Shell {
 
     static let files: [String: File] = {
         func f(_ type: String, _ bytes: [UInt8]) -> File {
-            let digest = SHA256.digest(bytes).prefix(8).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-            return File(type: type, bytes: bytes, etag: "\"" + digest + "\"")
+            return File(type: type, bytes: bytes, etag: "\"" + SHA256.hex(bytes: bytes).prefix(16) + "\"")
         }
         return [
             "/": f("text/html; charset=utf-8", PackageResources.index_html),

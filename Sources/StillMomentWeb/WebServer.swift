@@ -89,7 +89,7 @@ public final class WebServer {
         if let tls {
             var err = [CChar](repeating: 0, count: 512)
             guard let ctx = sm_tls_server(tls.cert, tls.key, &err, err.count) else {
-                throw WebError.io("TLS: " + String(cString: err))
+                throw WebError.io("TLS: " + String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
             }
             self.tls = ctx
         } else {

@@ -47,8 +47,11 @@ public enum SHA256 {
     }
 
     /// The digest as lower-case hex.
-    public static func hex(_ text: String) -> String {
-        digest(Array(text.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    public static func hex(_ text: String) -> String { hex(bytes: Array(text.utf8)) }
+
+    /// The digest of `bytes` as lower-case hex.
+    public static func hex(bytes: some Collection<UInt8>) -> String {
+        digest(bytes).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
