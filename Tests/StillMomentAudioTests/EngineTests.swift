@@ -6,22 +6,11 @@ import Testing
 
 @Suite("Engine", .serialized)
 struct EngineTests {
-    /// Renders a voice of `cbr.mp3` starting at frame 1000 for 1.5 s through `sink`.
-    func render(_ sink: AudioSink) throws -> AudioEngine {
-        let engine = try AudioEngine(sampleRate: 44100, sink: sink)
-        let source = try DecodedSource(path: Fixtures.path("cbr.mp3"), engineRate: 44100)
-        engine.add(Voice(id: 1, source: source, start: 1000, gain: 0.5))
-        try engine.start(end: 66150)
-        #expect(engine.waitUntilDone(timeout: 20) == .finished)
-        #expect(engine.position == 66150)
-        return engine
-    }
-
     @Test("the WAV sink holds exactly what was rendered")
     func wavSink() throws {
         let dir = TempDir()
         let path = dir.file("out.wav")
-        _ = try render(.file(path: path, format: .float32))
+        _ = try renderCBR(.file(path: path, format: .float32))
         let wav = try WAV.read(path)
         #expect(wav.sampleRate == 44100 && wav.channels == 2 && wav.frames == 66150)
         let decoded = try decodeAll(try openDecoder(path: Fixtures.path("cbr.mp3")))
@@ -37,9 +26,9 @@ struct EngineTests {
     func alsaFileDevice() throws {
         let dir = TempDir()
         let reference = dir.file("ref.wav")
-        _ = try render(.file(path: reference, format: .float32))
+        _ = try renderCBR(.file(path: reference, format: .float32))
         let captured = dir.file("alsa.wav")
-        let engine = try render(.device(DeviceConfiguration(name: "file:FILE=\(captured),FORMAT=wav")))
+        let engine = try renderCBR(.device(DeviceConfiguration(name: "file:FILE=\(captured),FORMAT=wav")))
         let stats = try #require(engine.statistics)
         #expect(stats.xruns == 0 && stats.silenceFrames == 0)
         #expect(engine.deviceInfo?.sampleFormat == "float")

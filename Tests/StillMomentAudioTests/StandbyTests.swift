@@ -9,13 +9,7 @@ import Testing
 @Suite("Standby", .serialized)
 struct StandbyTests {
     func session(_ device: String, _ standby: Standby?) throws -> AudioEngine {
-        let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: device, standby: standby)))
-        let source = try DecodedSource(path: Fixtures.path("cbr.mp3"), engineRate: 44100)
-        engine.add(Voice(id: 1, source: source, start: 1000, gain: 0.5))
-        try engine.start(end: 66150)
-        #expect(engine.waitUntilDone(timeout: 20) == .finished)
-        #expect(engine.position == 66150)
-        return engine
+        try renderCBR(.device(DeviceConfiguration(name: device, standby: standby)))
     }
 
     @Test("a device kept open is taken over by the next session, which plays exactly what it rendered")
@@ -24,11 +18,7 @@ struct StandbyTests {
         defer { standby.release() }
         let dir = TempDir()
         let reference = dir.file("ref.wav")
-        let r = try AudioEngine(sampleRate: 44100, sink: .file(path: reference, format: .float32))
-        r.add(Voice(id: 1, source: try DecodedSource(path: Fixtures.path("cbr.mp3"), engineRate: 44100), start: 1000, gain: 0.5))
-        try r.start(end: 66150)
-        #expect(r.waitUntilDone(timeout: 20) == .finished)
-        r.stop()
+        try renderCBR(.file(path: reference, format: .float32)).stop()
 
         let captured = dir.file("kept.wav")
         let device = "file:FILE=\(captured),FORMAT=wav"

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Testing
 @testable import StillMomentAudio
 
 /// The committed fixtures (Tests/Fixtures, made by make-fixtures.sh).
@@ -161,4 +162,16 @@ extension Array where Element == (index: Int64, gain: Float) {
     var breaks: [Int] {
         indices.dropFirst().filter { self[$0].index != (self[$0 - 1].index + 1) % CountingSource.period }
     }
+}
+
+/// Renders a voice of `cbr.mp3` starting at frame 1000 for 1.5 s through `sink` (the
+/// engine tests' and the standby tests' session).
+func renderCBR(_ sink: AudioSink) throws -> AudioEngine {
+    let engine = try AudioEngine(sampleRate: 44100, sink: sink)
+    let source = try DecodedSource(path: Fixtures.path("cbr.mp3"), engineRate: 44100)
+    engine.add(Voice(id: 1, source: source, start: 1000, gain: 0.5))
+    try engine.start(end: 66150)
+    #expect(engine.waitUntilDone(timeout: 20) == .finished)
+    #expect(engine.position == 66150)
+    return engine
 }
