@@ -288,8 +288,14 @@ int sm_out_ramp_out(sm_output *o) {
     if (o->gain > 0.0f) {
         uint64_t start = o->next_ring;
         uint32_t got = fetch(o, n);
-        if (got < n) memset(o->fbuf + 2 * got, 0, (size_t)(n - got) * CHANNELS * sizeof(float));
+        if (got < n) {
+            /* Less queued than a ramp (a device about to run dry): the fade is shorter,
+             * over what there is, rather than cut off where the audio ends. */
+            memset(o->fbuf + 2 * got, 0, (size_t)(n - got) * CHANNELS * sizeof(float));
+            if (got) o->gain_step = o->gain / (float)got;
+        }
         apply_gain(o, n, start, got);
+        o->gain_step = 1.0f / (float)o->ramp_frames;   /* the fade-in after it: full length */
         uint64_t dev_start = o->dev_pos;
         if (write_device(o, n) < 0) return -1;
         if (got) add_segment(o, dev_start, start, got);
@@ -551,7 +557,13 @@ void *sm_output_thread_main(void *arg) {
         /* Frames written after the end the drain was asked for: the stream goes on. */
         if (o->draining && pending > 0 && o->next_ring >= o->drain_end) o->draining = 0;
         int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
-        if (pending >= period || (o->draining && pending > 0)) {
+        /* A device that does not pace (null, file) takes every frame the moment it comes,
+         * so a pause or seek found the ring all but empty now and then, and its fade was
+         * cut short (a click in the capture). It keeps a ramp's worth back (not while
+         * draining): the fade always has real audio, as on a paced device, whose ring
+         * runs ahead. */
+        const uint32_t reserve = (!paced && !o->draining) ? o->ramp_frames : 0;
+        if (pending >= period + reserve || (o->draining && pending > 0)) {
             uint32_t n = pending < period ? pending : period;
             if (paced && dev_state(o) == SM_DEV_RUNNING) {
                 /* Write only what fits. A full device is waited for here, where a request
@@ -594,7 +606,7 @@ void *sm_output_thread_main(void *arg) {
              * stays exact by waiting for the producer. */
             if (o->draining) { end_stream(o); continue; }
             update_clock(o);
-            sm_out_wait_for_data(o, period, 20);
+            sm_out_wait_for_data(o, period + reserve, 20);
         }
     }
     return NULL;
