@@ -59,7 +59,9 @@ public final class AACDecoder: AudioDecoder {
     private let trimStart: Int64
     private let trimEnd: Int64
     private var nextSample = 0
-    private var pending: [Float] = []     // decoded, interleaved, sourceChannels
+    /// The last access unit decoded, interleaved in `format`'s channels: its own memory (not
+    /// an array), since `borrow` hands out a view of it that outlives any one call.
+    private var pending = UnsafeMutableBufferPointer<Float>(start: nil, count: 0)
     private var pendingFrame: Int64 = 0   // untrimmed index of pending's first frame
     private var pendingCount = 0
     private var position: Int64 = 0       // untrimmed index of the next frame to deliver
@@ -131,12 +133,13 @@ public final class AACDecoder: AudioDecoder {
         }
         totalFrames = max(0, trimEnd - trimStart)
         // faad gives at most 2048 frames of 64 channels; anything more is not trusted for sizing.
-        pending = [Float](repeating: 0, count: min(Int(clamping: info.samples), 1 << 17) * 2 + 4096)
+        pending = .allocate(capacity: min(Int(clamping: info.samples), 1 << 17) * 2 + 4096)
         try restart(at: 0, position: trimStart)
     }
 
     deinit {
         if let handle { NeAACDecClose(handle) }
+        pending.deallocate()
     }
 
     /// Runs a sample-table lookup, whose only failure is an I/O error or a file changed
@@ -221,17 +224,19 @@ public final class AACDecoder: AudioDecoder {
         guard let out, frames > 0 else { return true }
         let src = out.assumingMemoryBound(to: Float.self)
         let want = format.channels
-        if pending.count < frames * want { pending = [Float](repeating: 0, count: frames * want) }
-        pending.withUnsafeMutableBufferPointer { dst in
-            if channels == want {
-                dst.baseAddress?.update(from: src, count: frames * want)
-            } else if want == 1 {
-                for i in 0..<frames { dst[i] = src[i * channels] }
-            } else {
-                for i in 0..<frames {
-                    dst[2 * i] = src[i * channels]
-                    dst[2 * i + 1] = channels > 1 ? src[i * channels + 1] : src[i * channels]
-                }
+        if pending.count < frames * want {
+            pending.deallocate()
+            pending = .allocate(capacity: frames * want)
+        }
+        let dst = pending
+        if channels == want {
+            dst.baseAddress?.update(from: src, count: frames * want)
+        } else if want == 1 {
+            for i in 0..<frames { dst[i] = src[i * channels] }
+        } else {
+            for i in 0..<frames {
+                dst[2 * i] = src[i * channels]
+                dst[2 * i + 1] = channels > 1 ? src[i * channels + 1] : src[i * channels]
             }
         }
         pendingCount = frames
@@ -239,9 +244,21 @@ public final class AACDecoder: AudioDecoder {
     }
 
     public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
-        let ch = format.channels
         var got = 0
-        while got < frames && position < trimEnd {
+        while got < frames {
+            let part = try borrow(frames: frames - got)
+            guard let base = part.baseAddress, !part.isEmpty else { break }
+            (buffer + got * format.channels).update(from: base, count: part.count)
+            got += part.count / format.channels
+        }
+        return got
+    }
+
+    /// Up to `frames` frames of the access unit decoded last, where they are: valid until
+    /// the next call on this decoder. Empty only at the end.
+    public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float> {
+        let ch = format.channels
+        while position < trimEnd {
             let pendingEnd = pendingFrame + Int64(pendingCount)
             if position >= pendingEnd {
                 if pendingCount > 0 {
@@ -257,15 +274,11 @@ public final class AACDecoder: AudioDecoder {
                 continue
             }
             let from = Int(position - pendingFrame)
-            let n = min(pendingCount - from, frames - got, Int(trimEnd - position))
-            pending.withUnsafeBufferPointer { src in
-                guard let base = src.baseAddress else { return }
-                (buffer + got * ch).update(from: base + from * ch, count: n * ch)
-            }
-            got += n
+            let n = min(pendingCount - from, frames, Int(trimEnd - position))
             position += Int64(n)
+            return UnsafeBufferPointer(rebasing: pending[(from * ch)..<((from + n) * ch)])
         }
-        return got
+        return UnsafeBufferPointer(start: nil, count: 0)
     }
 
     public func seek(toFrame frame: Int64) throws(AudioError) {

@@ -20,6 +20,9 @@ public protocol AudioDecoder: AnyObject {
     var totalFrames: Int64? { get }
     /// Reads up to `frames` frames; returns 0 only at the end.
     func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int
+    /// Up to `frames` frames where the decoder already holds them, without a copy: valid
+    /// until the next call on the decoder. Empty only at the end. `read` is this, copied.
+    func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>
     /// Moves to `frame` (clamped to the end).
     func seek(toFrame frame: Int64) throws(AudioError)
 }

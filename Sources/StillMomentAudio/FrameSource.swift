@@ -4,8 +4,17 @@ public protocol FrameSource: AnyObject {
     var length: Int64? { get }
     /// Reads up to `frames` frames; fewer only at the end.
     func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int
+    /// Up to `frames` (> 0) frames where the source already holds them (its decoder's
+    /// buffer), without a copy: valid until the next call on the source; empty only at the
+    /// end. nil: the source has no such memory here (it resamples, or makes its frames),
+    /// and `read` is the way.
+    func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>?
     /// Moves to `frame` (for a loop, any frame: it wraps).
     func seek(to frame: Int64) throws(AudioError)
+}
+
+extension FrameSource {
+    public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>? { nil }
 }
 
 /// A decoder made into a FrameSource: resampled to the engine's rate where the file's
@@ -90,6 +99,25 @@ public final class DecodedSource: FrameSource {
             }
         }
         return got
+    }
+
+    /// Frames straight from a stereo decoder at the engine's rate (the common case: no
+    /// copy between libmpg123 and the mix); nil when they are resampled or made stereo.
+    public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>? {
+        guard resampler == nil, decoder.format.channels == 2 else { return nil }
+        var wanted = frames
+        if !loops {
+            wanted = Int(max(0, min(Int64(frames), passLength - (startFrame + produced))))
+        }
+        guard wanted > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
+        var part = try decoder.borrow(frames: wanted)
+        if part.isEmpty && loops {
+            // The end of a pass: wrap (a file with no frames stays empty: never spin).
+            try decoder.seek(toFrame: 0)
+            part = try decoder.borrow(frames: wanted)
+        }
+        produced += Int64(part.count / 2)
+        return part
     }
 
     public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {

@@ -148,44 +148,69 @@ public final class Mixer {
         }
         let g0 = v.envelope(t)
         let g1 = v.envelope(t + Int64(frames))
-        let n: Int
+        let silent = g0 == g1 && g0 == 0
+        let step = (g1 - g0) / Float(frames)
+        var g = g0
+        // The frames come in parts: where the source holds them (a decoder's frame,
+        // borrowed: no copy), else read into the scratch buffer.
+        var n = 0
         do {
-            n = try scratch.withStorage { (buf) throws(AudioError) -> Int in
-                guard let base = buf.baseAddress else { return 0 }
-                return try v.source.read(into: base, frames: frames)
+            while n < frames {
+                let got: Int
+                if let part = try v.source.borrow(frames: frames - n) {
+                    guard let src = part.baseAddress, !part.isEmpty else { break }
+                    got = part.count / 2
+                    if !silent { Self.apply(src, into: out + n * 2, frames: got, gain: &g, step: step, assign: assign) }
+                } else {
+                    got = try scratch.withStorage { (buf) throws(AudioError) -> Int in
+                        guard let base = buf.baseAddress else { return 0 }
+                        let got = try v.source.read(into: base, frames: frames - n)
+                        if !silent { Self.apply(base, into: out + n * 2, frames: got, gain: &g, step: step, assign: assign) }
+                        return got
+                    }
+                    if got == 0 { break }
+                }
+                n += got
             }
         } catch {
+            // A damaged file: the voice ends where its good frames end.
             errors.append(error)
-            v.setStop(t)
-            return false
+            v.setStop(t + Int64(n))
+            v.sourcePosition = t + Int64(n)
+            if n == 0 || silent { return false }
+            if assign { (out + n * 2).update(repeating: 0, count: (frames - n) * 2) }
+            return true
         }
         v.sourcePosition = t + Int64(n)
         if n < frames && v.sourceEnd == nil { v.setStop(t + Int64(n)) }
-        if g0 == g1 && g0 == 0 { return false }
-        return scratch.withUnsafeBufferPointer { buf -> Bool in
-            guard let src = buf.baseAddress else { return false }
-            if g0 == g1 {
-                if assign {
-                    for i in 0..<(n * 2) { out[i] = src[i] * g0 }
-                } else {
-                    for i in 0..<(n * 2) { out[i] += src[i] * g0 }
-                }
+        if silent { return false }
+        if assign && n < frames { (out + n * 2).update(repeating: 0, count: (frames - n) * 2) }
+        return true
+    }
+
+    /// `frames` frames of `src` times the gain (`gain`, moving by `step` a frame, carried
+    /// on for the next part) written to (`assign`) or added to `out`.
+    @inline(__always)
+    private static func apply(_ src: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>, frames: Int,
+                              gain g: inout Float, step: Float, assign: Bool) {
+        if step == 0 {
+            let g0 = g
+            if assign {
+                for i in 0..<(frames * 2) { out[i] = src[i] * g0 }
             } else {
-                let step = (g1 - g0) / Float(frames)
-                var g = g0
-                for i in 0..<n {
-                    if assign {
-                        out[2 * i] = src[2 * i] * g
-                        out[2 * i + 1] = src[2 * i + 1] * g
-                    } else {
-                        out[2 * i] += src[2 * i] * g
-                        out[2 * i + 1] += src[2 * i + 1] * g
-                    }
-                    g += step
-                }
+                for i in 0..<(frames * 2) { out[i] += src[i] * g0 }
             }
-            if assign && n < frames { (out + n * 2).update(repeating: 0, count: (frames - n) * 2) }
-            return true
+            return
+        }
+        for i in 0..<frames {
+            if assign {
+                out[2 * i] = src[2 * i] * g
+                out[2 * i + 1] = src[2 * i + 1] * g
+            } else {
+                out[2 * i] += src[2 * i] * g
+                out[2 * i + 1] += src[2 * i + 1] * g
+            }
+            g += step
         }
     }
 

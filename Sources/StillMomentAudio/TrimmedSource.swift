@@ -26,6 +26,15 @@ public final class TrimmedSource: FrameSource {
         return n
     }
 
+    public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>? {
+        var want = frames
+        if let length { want = Int(max(0, min(Int64(frames), length - position))) }
+        guard want > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
+        guard let part = try source.borrow(frames: want) else { return nil }
+        position += Int64(part.count / 2)
+        return part
+    }
+
     public func seek(to frame: Int64) throws(AudioError) {
         position = max(0, min(frame, length ?? frame))
         try source.seek(to: offset + position)
