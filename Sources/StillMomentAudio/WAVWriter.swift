@@ -64,20 +64,27 @@ public final class WAVWriter {
         let samples = count * channels
         switch sampleFormat {
         case .float32:
-            frames.withMemoryRebound(to: UInt8.self, capacity: samples * 4) { bytes in
-                buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: samples * 4))
-            }
+            try put(UnsafeRawPointer(frames), bytes: samples * 4)
         case .int16:
             if convert.count < samples { convert = [Int16](repeating: 0, count: samples) }
-            convert.withUnsafeMutableBufferPointer { out in
+            try convert.withStorage { (out) throws(AudioError) in
                 guard let base = out.baseAddress else { return }
                 sm_convert_s16(frames, base, samples, &dither)
-                base.withMemoryRebound(to: UInt8.self, capacity: samples * 2) { bytes in
-                    buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: samples * 2))
-                }
+                try put(UnsafeRawPointer(base), bytes: samples * 2)
             }
         }
         framesWritten += Int64(count)
+    }
+
+    /// Small pieces gather in `buffer` (one write per 256 KiB); a block of 16 KiB or more
+    /// (an engine block: 4096 frames) goes to the file from where it is, without a copy.
+    private func put(_ bytes: UnsafeRawPointer, bytes count: Int) throws(AudioError) {
+        if count >= 1 << 14 {
+            try flush()
+            try writeAll(bytes, count: count)
+            return
+        }
+        buffer.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
         if buffer.count >= 1 << 18 { try flush() }
     }
 
@@ -87,19 +94,25 @@ public final class WAVWriter {
     private static let writebackChunk: Int64 = 8 << 20
 
     private func flush() throws(AudioError) {
+        guard !buffer.isEmpty else { return }
+        try buffer.withStorage { (raw) throws(AudioError) in
+            guard let base = raw.baseAddress else { return }
+            try writeAll(base, count: raw.count)
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func writeAll(_ bytes: UnsafeRawPointer, count: Int) throws(AudioError) {
         var offset = 0
-        while offset < buffer.count {
-            let n = buffer.withUnsafeBytes { raw in
-                Glibc.write(fd, raw.baseAddress.map { $0 + offset }, buffer.count - offset)
-            }
+        while offset < count {
+            let n = Glibc.write(fd, bytes + offset, count - offset)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw AudioError.output(path: path, reason: AudioFile.errnoText())
             }
             offset += n
         }
-        fileBytes += Int64(buffer.count)
-        buffer.removeAll(keepingCapacity: true)
+        fileBytes += Int64(count)
         // Start writing back each 8 MiB as it is complete, so the fsync at the end has
         // only the tail to wait for (a long render does not end in a long stall).
         while fileBytes - writebackStarted >= Self.writebackChunk {
