@@ -1,3 +1,5 @@
+import CAudio
+
 /// Mixes voices on the session timeline. It renders in blocks and splits each block at
 /// every voice event (start, stop, the ends of fades), so every voice
 /// starts, stops or changes on its exact frame. Within a piece the envelope is linear
@@ -220,14 +222,9 @@ public final class Mixer {
         let knee: Float = 0.9
         // Nearly every block stays below the knee: one pass finds out at a fraction of
         // the per-sample bend's cost (callgrind: 20 M of the 60-s render's 385 M
-        // instructions went to that loop). The magnitudes compare as integers (|x|'s bits
-        // order as the floats do), a maximum the compiler turns into vector code.
-        let loudest = out.withMemoryRebound(to: UInt32.self, capacity: samples) { bits -> UInt32 in
-            var m: UInt32 = 0
-            for i in 0..<samples { m = max(m, bits[i] & 0x7fff_ffff) }
-            return m
-        }
-        guard loudest > knee.bitPattern else { return }
+        // instructions went to that loop). In C (sm_peak), where it becomes vector code:
+        // Swift's integer maximum of the magnitudes took 16.5 M, this 7 M.
+        guard sm_peak(out, samples) > knee else { return }
         for i in 0..<samples {
             let x = out[i]
             let a = abs(x)

@@ -142,6 +142,19 @@ struct EngineTests {
         #expect(worst <= 0.5 * step, "largest gain step \(worst)")
     }
 
+    @Test("the limiter's peak is the largest magnitude wherever it lies, for any length")
+    func peak() {
+        for count in [0, 1, 7, 8, 9, 15, 16, 17, 4096, 8195] {
+            for at in Set([0, count / 2, max(0, count - 1)]) where at < max(count, 1) {
+                var x = (0..<count).map { Float(($0 * 7919) % 1000) / 2000 - 0.25 }
+                if count > 0 { x[at] = at % 2 == 0 ? -0.95 : 0.95 }
+                let expected = x.map(abs).max() ?? 0
+                let got = x.withUnsafeBufferPointer { sm_peak($0.baseAddress, $0.count) }
+                #expect(got == expected, "\(count) samples, the loudest at \(at): \(got) vs \(expected)")
+            }
+        }
+    }
+
     @Test("S16 conversion dithers within one LSB and never wraps")
     func s16() {
         var input: [Float] = [0, 0.5, -0.5, 1, -1, 2, -2, 1e-6]

@@ -176,6 +176,8 @@ void sm_output_wake_producer(sm_output *out);
 /* Float to integer conversion as used by the output thread (exposed for tests). */
 void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dither_state);
 void sm_convert_s32(const float *in, int32_t *out, size_t samples);
+/* The largest magnitude among `samples` floats (vector code): the limiter's first check. */
+float sm_peak(const float *in, size_t samples);
 
 #ifdef __cplusplus
 }
