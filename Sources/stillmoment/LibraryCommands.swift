@@ -272,7 +272,7 @@ struct LibraryCommand: ParsableCommand {
         subcommands: [Usage.self, Verify.self])
 
     struct Usage: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Space used in total and per teacher, and free space.")
+        static let configuration = CommandConfiguration(commandName: "usage", abstract: "Space used in total and per teacher, and free space.")
         func run() throws {
             let store = try openStore()
             let items: [Meditation]
@@ -290,7 +290,7 @@ struct LibraryCommand: ParsableCommand {
     }
 
     struct Verify: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Check every entry's file (exists, size, hash), damaged entries, and files without an entry.")
+        static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check every entry's file (exists, size, hash), damaged entries, and files without an entry.")
         @Flag(help: "Put it right without deleting anything: adopt stored files that have no entry (or move unreadable ones to Lost+Found/), rebuild damaged entries, remove entries whose file is gone.") var repair = false
         func run() throws {
             let store = try openStore()

@@ -10,7 +10,7 @@ struct PresetCommand: ParsableCommand {
         subcommands: [Save.self, List.self, Show.self, Rename.self, Delete.self])
 
     struct Save: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Save timer options under a name (checked now, not on some morning later).")
+        static let configuration = CommandConfiguration(commandName: "save", abstract: "Save timer options under a name (checked now, not on some morning later).")
         @Argument(help: "The preset's name.") var name: String
         @Argument(help: "How long to sit (or give --duration or --sections).") var duration: String?
         @OptionGroup var options: TimerOptions
@@ -38,7 +38,7 @@ struct PresetCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the presets.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the presets.")
         @Flag(help: "Print JSON.") var json = false
         func run() throws {
             let store = try openStore()
@@ -57,7 +57,7 @@ struct PresetCommand: ParsableCommand {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "The full timer a preset gives, and where each value comes from.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "The full timer a preset gives, and where each value comes from.")
         @Argument(help: "The preset's name.", completion: Complete.presets) var name: String
         @Flag(help: "Print JSON.") var json = false
         func run() throws {
@@ -94,7 +94,7 @@ struct PresetCommand: ParsableCommand {
     }
 
     struct Rename: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Rename a preset.")
+        static let configuration = CommandConfiguration(commandName: "rename", abstract: "Rename a preset.")
         @Argument(help: "The preset's name.", completion: Complete.presets) var old: String
         @Argument(help: "Its new name.") var new: String
         func run() throws {
@@ -105,7 +105,7 @@ struct PresetCommand: ParsableCommand {
     }
 
     struct Delete: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a preset.")
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete a preset.")
         @Argument(help: "The preset's name.", completion: Complete.presets) var name: String
         func run() throws {
             let store = try openStore()

@@ -119,7 +119,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add an entry: WHEN ACTION [--name NAME].")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Add an entry: WHEN ACTION [--name NAME].")
         @OptionGroup var entry: EntryOptions
 
         func run() throws {
@@ -141,7 +141,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "The entries, each with its next time and what last happened.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "The entries, each with its next time and what last happened.")
         @Flag(help: "Print JSON.") var json = false
         func run() throws {
             let store = try openStore()
@@ -181,7 +181,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Upcoming: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "A dry run: exactly what would ring, and when.")
+        static let configuration = CommandConfiguration(commandName: "upcoming", abstract: "A dry run: exactly what would ring, and when.")
         @Option(help: "From this time (2026-12-24 or 2026-12-24T06:00:00).") var from: String?
         @Option(help: "Until this time (default: a week after --from).") var until: String?
         @Option(help: "At most N items (default 50).") var count: Int = 50
@@ -232,7 +232,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an entry.")
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove an entry.")
         @Argument(help: "The entry's id (see `schedule list`).") var id: String
         func run() throws {
             let store = try openStore()
@@ -246,13 +246,13 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Disable: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Keep an entry but ring it no more.")
+        static let configuration = CommandConfiguration(commandName: "disable", abstract: "Keep an entry but ring it no more.")
         @Argument(help: "The entry's id.") var id: String
         func run() throws { try ScheduleCommand.setEnabled(id, false) }
     }
 
     struct Enable: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Ring a disabled entry again (from now on).")
+        static let configuration = CommandConfiguration(commandName: "enable", abstract: "Ring a disabled entry again (from now on).")
         @Argument(help: "The entry's id.") var id: String
         func run() throws { try ScheduleCommand.setEnabled(id, true) }
     }
@@ -269,7 +269,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Skip: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "A quiet day: nothing rings that day (--undo rings it again).")
+        static let configuration = CommandConfiguration(commandName: "skip", abstract: "A quiet day: nothing rings that day (--undo rings it again).")
         @Argument(help: "The day, like 2026-12-24.") var date: String
         @Flag(help: "Make the day an ordinary one again.") var undo = false
         func run() throws {
@@ -287,7 +287,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Import: ParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "import", 
             abstract: "Add a whole timetable from a file.",
             discussion: "One entry a line, WHEN and ACTION as for `schedule add` (e.g. `daily 06:00 --preset morning --name \"Morning sit\"`); `#` starts a comment; blank lines are skipped. Every line is checked before any is added.")
         @Argument(help: "The timetable.", completion: .file()) var file: String
@@ -332,7 +332,7 @@ struct ScheduleCommand: ParsableCommand {
     }
 
     struct Export: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the timetable in the format `schedule import` reads.")
+        static let configuration = CommandConfiguration(commandName: "export", abstract: "Print the timetable in the format `schedule import` reads.")
         func run() throws {
             let store = try openStore()
             let entries: [ScheduleEntry]

@@ -16,7 +16,7 @@ struct SettingsCommand: ParsableCommand {
     )
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show every setting and where it comes from.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show every setting and where it comes from.")
         func run() throws {
             let settings: Settings
             do { settings = try Settings.load() } catch { throw Console.fail(error) }
@@ -30,7 +30,7 @@ struct SettingsCommand: ParsableCommand {
     }
 
     struct Set: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Set KEY to VALUE, e.g. `settings set duration 20m`.")
+        static let configuration = CommandConfiguration(commandName: "set", abstract: "Set KEY to VALUE, e.g. `settings set duration 20m`.")
         @Argument(help: "The setting, named like the timer's option (duration, gong, ambience-volume, …).", completion: Complete.settingKeys)
         var key: String
         @Argument(help: "The value, as you would give it to the option.")
@@ -49,7 +49,7 @@ struct SettingsCommand: ParsableCommand {
     }
 
     struct Reset: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Return KEY (or every setting) to its default.")
+        static let configuration = CommandConfiguration(commandName: "reset", abstract: "Return KEY (or every setting) to its default.")
         @Argument(help: "The setting to reset; all when omitted.")
         var key: String?
 

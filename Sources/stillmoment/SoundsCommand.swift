@@ -10,7 +10,7 @@ struct SoundsCommand: ParsableCommand {
     )
 
     struct Import: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Copy a gong or an ambience into the store; use it by its new id in `timer`.")
+        static let configuration = CommandConfiguration(commandName: "import", abstract: "Copy a gong or an ambience into the store; use it by its new id in `timer`.")
         @Argument(help: "An MP3 or M4A file.", completion: Complete.audioFiles) var file: String
         @Option(help: "gong or ambience.", completion: Complete.kinds) var kind: String
         @Option(help: "Its name; the id is made from it (\"My Bell\" → my-bell).") var name: String

@@ -71,7 +71,7 @@ struct WebCommand: ParsableCommand {
     }
 
     struct Pair: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show a PIN to pair a browser with (valid for 5 minutes, used once).")
+        static let configuration = CommandConfiguration(commandName: "pair", abstract: "Show a PIN to pair a browser with (valid for 5 minutes, used once).")
         func run() throws {
             do {
                 let store = try openStore()
@@ -93,7 +93,7 @@ struct WebCommand: ParsableCommand {
     }
 
     struct Devices: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the paired browsers (id, name, last seen).")
+        static let configuration = CommandConfiguration(commandName: "devices", abstract: "List the paired browsers (id, name, last seen).")
         @Flag(help: "Print JSON.") var json = false
         func run() throws {
             do {
@@ -114,7 +114,7 @@ struct WebCommand: ParsableCommand {
     }
 
     struct Revoke: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "End a browser's pairing (its id from `web devices`).")
+        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "End a browser's pairing (its id from `web devices`).")
         @Argument(help: "The device's id.") var id: String
         func run() throws {
             guard let n = Int64(id), n > 0 else {
