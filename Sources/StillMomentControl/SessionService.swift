@@ -109,15 +109,28 @@ public final class SessionService {
     func tick() {
         reap()
         scheduler.tick(self)
-        var nextDevice: String?
-        if let next = scheduler.next, case .timer(_, let request) = next.entry.action { nextDevice = request.device }
-        standby.update(nextAt: scheduler.next?.at, nextDevice: nextDevice, idle: isIdle, worker: worker)
+        standby.update(nextAt: scheduler.next?.at, nextDevice: nextScheduledDevice(), idle: isIdle, worker: worker)
         let now = Self.monotonicMilliseconds()
         if active != nil, now - lastProgress >= 1000 {
             lastProgress = now
             events.append(.progress(status()))
         }
     }
+
+    /// The device the next scheduled entry will open, for the standby: a timer's own
+    /// --device, else its preset's; nil means the `device` setting. Looked up once per
+    /// entry and time (a preset is a catalog read), not on every tick.
+    private func nextScheduledDevice() -> String? {
+        guard let next = scheduler.next, case .timer(let preset, let request) = next.entry.action else { return nil }
+        if let device = request.device { return device }
+        guard let preset else { return nil }
+        if let cached = nextDeviceCache, cached.entry == next.entry.id, cached.at == next.at { return cached.device }
+        // A preset that is gone or unreadable: the session will say so; the setting meanwhile.
+        let device = (try? PresetStore(store: store).require(preset))?.request.device
+        nextDeviceCache = (next.entry.id, next.at, device)
+        return device
+    }
+    private var nextDeviceCache: (entry: Int64, at: Int64, device: String?)?
 
     // MARK: commands
 

@@ -16,8 +16,9 @@ struct PresetCommand: ParsableCommand {
         @OptionGroup var options: TimerOptions
 
         func run() throws {
+            // --device is kept: a preset may say where it plays (the bedroom's speaker);
+            // the timer's own --device overrides it, and the check below opens nothing.
             var text = options.text
-            text["device"] = nil
             if let duration {
                 guard text["duration"] == nil else {
                     throw Console.fail(CoreError.badRequest(tr("give the duration once: DURATION or --duration",

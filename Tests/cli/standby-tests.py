@@ -11,7 +11,8 @@ device (a private PulseAudio null sink, whose monitor is recorded).
   latency (command to the first sound at the monitor) warm and, with `close`, cold;
 - close: the stream goes within a few seconds; no stream between sessions;
 - keep-open-during-schedule: no stream while nothing is scheduled; a bell scheduled 50 s
-  ahead opens it (the lead is 60 s); removing the entry closes it again.
+  ahead opens it (the lead is 60 s); removing the entry closes it again; a sit scheduled
+  with a preset that names a device opens that device, not the `device` setting.
 
 Run from the repository root: python3 Tests/cli/standby-tests.py (BIN overrides the
 binary). Prints ok:/FAILED:/skipped: lines and "N passed, N failed"; exits 1 on failure.
@@ -201,6 +202,20 @@ def main():
             c.sm("schedule", "remove", str(e["id"]))
         closed = wait_for(lambda: not sink_inputs(c), 10)
         se.check(closed, f"during-schedule: the entry removed, the stream closes ({sink_inputs(c)})")
+
+        # A scheduled sit whose preset names the device: that device is the one opened
+        # (not the `device` setting, which the session would then close for its own).
+        rc, _, err = c.sm("preset", "save", "on-sm", "5m", "--device", "pulse:sm")
+        at = time.time() + 50
+        rc2, _, err2 = c.sm("schedule", "add", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)),
+                            "--preset", "on-sm", "--name", "preset-device")
+        kept = wait_for(lambda: status_json(c).get("keptOpen", {}).get("device"), 10)
+        se.check(rc == 0 and rc2 == 0 and kept == "pulse:sm",
+                 f"during-schedule: a preset's device is the one opened ({rc} {err} {rc2} {err2}; kept {kept!r})")
+        _, listed, _ = c.sm("schedule", "list", "--json")
+        for e in json.loads(listed or "{}").get("entries", []):
+            c.sm("schedule", "remove", str(e["id"]))
+        wait_for(lambda: not sink_inputs(c), 10)
 
         slow = [line for line in open(c.dir + "/daemon.err").read().splitlines() if "took" in line or "cannot keep" in line]
         se.check(not slow, f"no slow or failed standby work in the log ({slow})")
