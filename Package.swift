@@ -105,6 +105,7 @@ let package = Package(
         .testTarget(
             name: "StillMomentCoreTests",
             dependencies: ["StillMomentCore", "StillMomentAudio",
+                           .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "PropertyBased", package: "swift-property-based")]
         ),
     ],

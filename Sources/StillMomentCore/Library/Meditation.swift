@@ -4,6 +4,13 @@ import GRDB
 /// A guided meditation in the store: the catalog row.
 public struct Meditation: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "meditation"
+    /// Dates read and written without ICU (SQLiteDate): the same stored text.
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy {
+        .custom(SQLiteDate.decode)
+    }
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
+        .custom(SQLiteDate.encode)
+    }
 
     public var id: String              // UUID, lower case
     public var storedFile: String      // "<UUID>.<ext>" in Meditations/
@@ -81,6 +88,14 @@ public enum StoredName {
 
 /// A sound imported by the user (a gong or an ambience), selectable in `timer`.
 public struct CustomSound: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    /// Dates read and written without ICU (SQLiteDate): the same stored text.
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy {
+        .custom(SQLiteDate.decode)
+    }
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
+        .custom(SQLiteDate.encode)
+    }
+
     public static let databaseTableName = "customSound"
     public var id: String             // the id to use with --gong / --ambience
     public var storedFile: String     // in Sounds/ of the store
