@@ -12,14 +12,8 @@ public enum Language: String, Sendable {
         case 2: return .de
         default: break
         }
-        // getenv, not ProcessInfo's environment: that builds a dictionary of every
-        // variable on each call (5.4 M instructions in a CLI command's start, callgrind).
         for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
-            if let p = getenv(key), p.pointee != 0 {
-                // The first two letters decide: "de", "de_DE.UTF-8", "DE"…
-                let a = UInt8(bitPattern: p[0]) | 0x20, b = p[1] == 0 ? 0 : UInt8(bitPattern: p[1]) | 0x20
-                return a == UInt8(ascii: "d") && b == UInt8(ascii: "e") ? .de : .en
-            }
+            if let v = Paths.environment(key) { return v.lowercased().hasPrefix("de") ? .de : .en }
         }
         return .en
     }
