@@ -68,12 +68,12 @@ build_target() {
     mpeg) build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
               fuzz/mpeg/main.swift ;;
     control) build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/JSONParser.swift \
-                 Sources/StillMomentControl/Protocol.swift "$(core Language.swift)" "$(core Display.swift)" \
-                 fuzz/control/main.swift ;;
+                 Sources/StillMomentControl/Protocol.swift "$(core Language.swift)" "$(core Environment.swift)" \
+                 "$(core Display.swift)" fuzz/control/main.swift ;;
     time)
         # TimeText.swift and the Core files its messages use, if they exist.
         local files=() name path
-        for name in TimeText.swift Display.swift Language.swift; do
+        for name in TimeText.swift Display.swift Language.swift Environment.swift; do
             path=$(core "$name")
             [ -n "$path" ] && files+=("$path")
         done

@@ -9,7 +9,7 @@ import StillMomentCore
 /// `/tmp/stillmoment-$UID/control.sock`; the folder is the user's own, mode 0700.
 public enum ControlPaths {
     public static var folder: String {
-        if let runtime = Paths.environment("XDG_RUNTIME_DIR") { return runtime + "/stillmoment" }
+        if let runtime = Environment.value("XDG_RUNTIME_DIR") { return runtime + "/stillmoment" }
         // cron leaves XDG_RUNTIME_DIR unset, but systemd's folder for this user
         // (where the service's daemon listens) may well exist.
         let systemd = "/run/user/\(getuid())"

@@ -13,7 +13,7 @@ public enum Language: String, Sendable {
         default: break
         }
         for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
-            if let v = Paths.environment(key) { return v.lowercased().hasPrefix("de") ? .de : .en }
+            if let v = Environment.value(key) { return v.lowercased().hasPrefix("de") ? .de : .en }
         }
         return .en
     }

@@ -4,19 +4,11 @@ import StillMomentAudio
 
 /// Where stillmoment keeps its files.
 public enum Paths {
-    /// An environment variable, nil when unset or empty. (getenv: ProcessInfo's
-    /// `environment` builds a dictionary of every variable on each call, 5.4 M instructions
-    /// of a CLI command's start under callgrind.)
-    public static func environment(_ key: String) -> String? {
-        guard let p = getenv(key), p.pointee != 0 else { return nil }
-        return String(decoding: UnsafeRawBufferPointer(start: p, count: strlen(p)), as: UTF8.self)
-    }
-
     /// `$STILLMOMENT_HOME`, else `$XDG_DATA_HOME/stillmoment`, else `~/.local/share/stillmoment`.
     public static var home: String {
-        if let h = environment("STILLMOMENT_HOME") { return h }
-        if let x = environment("XDG_DATA_HOME") { return x + "/stillmoment" }
-        return (environment("HOME") ?? "/tmp") + "/.local/share/stillmoment"
+        if let h = Environment.value("STILLMOMENT_HOME") { return h }
+        if let x = Environment.value("XDG_DATA_HOME") { return x + "/stillmoment" }
+        return (Environment.value("HOME") ?? "/tmp") + "/.local/share/stillmoment"
     }
 
     public static var settingsFile: String { home + "/settings.json" }
@@ -37,7 +29,7 @@ public enum Paths {
     /// source tree), else the usual install prefixes.
     public static var sounds: String? {
         var candidates: [String] = []
-        if let s = environment("STILLMOMENT_SOUNDS") { candidates.append(s) }
+        if let s = Environment.value("STILLMOMENT_SOUNDS") { candidates.append(s) }
         if let exe = executableDirectory {
             candidates.append(exe + "/../share/stillmoment/Sounds")
             var dir = exe

@@ -25,7 +25,7 @@ struct DaemonCommand: ParsableCommand {
         }
         let log = Logger(label: "stillmoment.daemon")
         var options = Daemon.Options(onDemand: onDemand)
-        if let idle = Paths.environment("STILLMOMENT_IDLE_EXIT"), let seconds = Double(idle) {
+        if let idle = Environment.value("STILLMOMENT_IDLE_EXIT"), let seconds = Double(idle) {
             options.idleExit = seconds
         }
         signal(SIGXFSZ, SIG_IGN)
