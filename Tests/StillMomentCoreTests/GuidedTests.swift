@@ -131,7 +131,13 @@ struct GuidedTests {
     func preemption() throws {
         let home = TempFolder()
         let store = try LibraryStore(home: home.path)
-        guard case .imported(let m) = try Importer(store: store).importFile(Self.fixtures + "/cbr.mp3") else {
+        // Two minutes of MP3 (the 1-s fixture's frames 120 times): on the null device a
+        // session plays as fast as the CPU renders, and the 1-s file alone could end
+        // between the position check below and the pause (seen once in CI under load).
+        let one = try Data(contentsOf: URL(fileURLWithPath: Self.fixtures + "/cbr.mp3"))
+        let long = home.file("long.mp3")
+        try Data((0..<120).flatMap { _ in one }).write(to: URL(fileURLWithPath: long))
+        guard case .imported(let m) = try Importer(store: store).importFile(long) else {
             Issue.record("not imported"); return
         }
         let catalog = try SoundCatalog.load(folder: Self.sounds)
