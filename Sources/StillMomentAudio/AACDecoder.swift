@@ -243,17 +243,6 @@ public final class AACDecoder: AudioDecoder {
         return true
     }
 
-    public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
-        var got = 0
-        while got < frames {
-            let part = try borrow(frames: frames - got)
-            guard let base = part.baseAddress, !part.isEmpty else { break }
-            (buffer + got * format.channels).update(from: base, count: part.count)
-            got += part.count / format.channels
-        }
-        return got
-    }
-
     /// Up to `frames` frames of the access unit decoded last, where they are: valid until
     /// the next call on this decoder. Empty only at the end.
     public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float> {

@@ -18,13 +18,26 @@ public protocol AudioDecoder: AnyObject {
     var format: AudioFormat { get }
     /// The exact length in frames after trimming; nil when the container does not say.
     var totalFrames: Int64? { get }
-    /// Reads up to `frames` frames; returns 0 only at the end.
-    func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int
     /// Up to `frames` frames where the decoder already holds them, without a copy: valid
-    /// until the next call on the decoder. Empty only at the end. `read` is this, copied.
+    /// until the next call on the decoder. Empty only at the end.
     func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>
     /// Moves to `frame` (clamped to the end).
     func seek(toFrame frame: Int64) throws(AudioError)
+}
+
+extension AudioDecoder {
+    /// Reads up to `frames` frames (borrowed, copied); returns 0 only at the end.
+    public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
+        let channels = format.channels
+        var got = 0
+        while got < frames {
+            let part = try borrow(frames: frames - got)
+            guard let base = part.baseAddress, !part.isEmpty else { break }
+            (buffer + got * channels).update(from: base, count: part.count)
+            got += part.count / channels
+        }
+        return got
+    }
 }
 
 /// Which container/codec a file holds, judged by its content, never by its name.

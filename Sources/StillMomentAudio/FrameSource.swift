@@ -105,10 +105,7 @@ public final class DecodedSource: FrameSource {
     /// copy between libmpg123 and the mix); nil when they are resampled or made stereo.
     public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>? {
         guard resampler == nil, decoder.format.channels == 2 else { return nil }
-        var wanted = frames
-        if !loops {
-            wanted = Int(max(0, min(Int64(frames), passLength - (startFrame + produced))))
-        }
+        let wanted = remaining(upTo: frames)
         guard wanted > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
         var part = try decoder.borrow(frames: wanted)
         if part.isEmpty && loops {
@@ -120,12 +117,13 @@ public final class DecodedSource: FrameSource {
         return part
     }
 
+    /// `frames`, or fewer where the pass ends (a loop never ends).
+    private func remaining(upTo frames: Int) -> Int {
+        loops ? frames : Int(max(0, min(Int64(frames), passLength - (startFrame + produced))))
+    }
+
     public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
-        var wanted = frames
-        if !loops {
-            let left = passLength - (startFrame + produced)
-            wanted = Int(max(0, min(Int64(frames), left)))
-        }
+        let wanted = remaining(upTo: frames)
         guard wanted > 0 else { return 0 }
         guard let resampler else {
             let n = try readStereo(into: buffer, frames: wanted)

@@ -126,17 +126,6 @@ public final class MP3Decoder: AudioDecoder {
     private var chunk: UnsafePointer<Float>?
     private var chunkFrames = 0
 
-    public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
-        var total = 0
-        while total < frames {
-            let part = try borrow(frames: frames - total)
-            guard let base = part.baseAddress, !part.isEmpty else { break }
-            (buffer + total * format.channels).update(from: base, count: part.count)
-            total += part.count / format.channels
-        }
-        return total
-    }
-
     /// Up to `frames` frames of the frame decoded last (the next is decoded when it is used
     /// up), where libmpg123 put them: valid until the next call on this decoder. Empty only
     /// at the end. (mpg123_read would copy each frame out of that buffer first: 34 M of

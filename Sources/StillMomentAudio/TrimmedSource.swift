@@ -17,9 +17,13 @@ public final class TrimmedSource: FrameSource {
         try source.seek(to: self.offset)
     }
 
+    /// `frames`, or fewer where the window ends.
+    private func remaining(upTo frames: Int) -> Int {
+        length.map { Int(max(0, min(Int64(frames), $0 - position))) } ?? frames
+    }
+
     public func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
-        var want = frames
-        if let length { want = Int(max(0, min(Int64(frames), length - position))) }
+        let want = remaining(upTo: frames)
         guard want > 0 else { return 0 }
         let n = try source.read(into: buffer, frames: want)
         position += Int64(n)
@@ -27,8 +31,7 @@ public final class TrimmedSource: FrameSource {
     }
 
     public func borrow(frames: Int) throws(AudioError) -> UnsafeBufferPointer<Float>? {
-        var want = frames
-        if let length { want = Int(max(0, min(Int64(frames), length - position))) }
+        let want = remaining(upTo: frames)
         guard want > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
         guard let part = try source.borrow(frames: want) else { return nil }
         position += Int64(part.count / 2)
