@@ -30,23 +30,23 @@ enum SQLiteDate {
     @Sendable static func encode(_ date: Date) -> (any DatabaseValueConvertible)? {
         let t = date.timeIntervalSince1970
         guard t.isFinite, abs(t) < 1e14 else { return nil }
-        let totalMs = Int64((t * 1000).rounded())
+        let totalMs = Int((t * 1000).rounded())
         let (days, msOfDay) = floorDivide(totalMs, 86_400_000)
-        let (y, m, d) = civil(days: days)
         let s = msOfDay / 1000
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2)) \(pad(s / 3600, 2)):\(pad(s / 60 % 60, 2)):\(pad(s % 60, 2)).\(pad(msOfDay % 1000, 3))"
+        let pad = CivilDate.pad
+        return "\(CivilDate(daysSinceEpoch: days)) \(pad(s / 3600, 2)):\(pad(s / 60 % 60, 2)):\(pad(s % 60, 2)).\(pad(msOfDay % 1000, 3))"
     }
 
     /// Seconds since 1970 of "YYYY-MM-DD[ T]HH:MM[:SS[.fraction]]", or nil.
     static func parse(_ text: String) -> Double? {
         let b = Array(text.utf8)
         var i = 0
-        func number(_ digits: Int) -> Int64? {
+        func number(_ digits: Int) -> Int? {
             guard i + digits <= b.count else { return nil }
-            var v: Int64 = 0
+            var v = 0
             for k in i..<(i + digits) {
                 guard b[k] >= 48, b[k] <= 57 else { return nil }
-                v = v * 10 + Int64(b[k] - 48)
+                v = v * 10 + Int(b[k] - 48)
             }
             i += digits
             return v
@@ -57,8 +57,9 @@ enum SQLiteDate {
             return true
         }
         guard let y = number(4), expect(UInt8(ascii: "-")), let mo = number(2), expect(UInt8(ascii: "-")),
-              let d = number(2), (1...12).contains(mo), d >= 1, d <= daysIn(month: mo, year: y) else { return nil }
-        var seconds = Double(days(year: y, month: mo, day: d)) * 86_400
+              let d = number(2), (1...12).contains(mo), d >= 1, d <= CivilDate.daysIn(month: mo, year: y)
+        else { return nil }
+        var seconds = Double(CivilDate(year: y, month: mo, day: d).daysSinceEpoch) * 86_400
         guard i < b.count else { return seconds }
         guard expect(UInt8(ascii: " ")) || expect(UInt8(ascii: "T")),
               let h = number(2), h < 24, expect(UInt8(ascii: ":")), let mi = number(2), mi < 60 else { return nil }
@@ -82,44 +83,8 @@ enum SQLiteDate {
         return i == b.count ? seconds : nil
     }
 
-    /// Days from 1970-01-01 to the civil date (Howard Hinnant's days_from_civil).
-    static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    /// The civil date of a day count from 1970-01-01 (civil_from_days).
-    static func civil(days z0: Int64) -> (Int64, Int64, Int64) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
-    }
-
-    static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
-    }
-
-    private static func floorDivide(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
+    private static func floorDivide(_ a: Int, _ b: Int) -> (Int, Int) {
         let q = a / b, r = a % b
         return r < 0 ? (q - 1, r + b) : (q, r)
-    }
-
-    private static func pad(_ v: Int64, _ width: Int) -> String {
-        let s = String(abs(v))
-        return (v < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - s.count)) + s
     }
 }
