@@ -20,6 +20,14 @@ DEVICES = [
      "timer": ["30s", "--interval", "10s", "--ambience", "forest", "--preparation", "2s"], "rounds": 2},
 ]
 
+
+
+def chosen(config):
+    """The devices this run plays (the rig's config line DEVICES=hw,plughw,dmix)."""
+    names = config.get("DEVICES", "hw,plughw,dmix").split(",")
+    return [d for d in DEVICES if d["name"] in names]
+
+
 # The ALSA configuration the guest writes to ~/.asoundrc: a dmix on the loopback card at
 # 48 kHz, 16 bits, with ALSA's default periods, and a plug in front of it (what `default`
 # is on a Raspberry Pi OS image without a sound server).

@@ -17,6 +17,7 @@
 #   HW_TIMEOUT=600   the guest's hard limit (s)
 #   HW_KEEP=1        keep the result folder (captures, logs) and say where it is
 #   HW_QUICK=1       only hw:Loopback,0 (no plughw, no dmix)
+#   HW_DEVICES=…     the devices by name, comma-separated (hw,plughw,dmix: all of them)
 #   HW_CPU=max       qemu's CPU model (max is the fastest under software emulation here)
 #   BIN=…            the binary (default .build/release/stillmoment, which must exist)
 set -euo pipefail
@@ -31,6 +32,10 @@ say() { echo "hw: $*"; }
 fail() { echo "hw: FAILED: $*"; echo "0 passed, 1 failed"; exit 1; }
 
 [ -x "$BIN" ] || fail "no binary at $BIN: build it first (make release)"
+if [ "${HW_QUICK:-0}" = 1 ]; then DEVICES=hw; else DEVICES=${HW_DEVICES:-hw,plughw,dmix}; fi
+for d in ${DEVICES//,/ }; do
+    case $d in hw|plughw|dmix) ;; *) fail "HW_DEVICES: no device '$d' (hw, plughw, dmix)";; esac
+done
 bash scripts/deps.sh qemu-system-x86 busybox-static cpio alsa-utils python3 python3-numpy lame mpg123 kmod
 
 # The kernel: the package linux-image-amd64 depends on, downloaded and extracted (once).
@@ -111,7 +116,7 @@ CONF
 # What the guest needs from here: the inputs it plays and the renders to compare with.
 cat > "$OUT/config" <<CONF
 BIN=$BIN
-QUICK=${HW_QUICK:-0}
+DEVICES=$DEVICES
 CONF
 say "preparing the inputs and the offline renders"
 BIN="$BIN" $PY hw/measure.py prepare "$OUT" || fail "preparing the inputs (hw/measure.py prepare)"
