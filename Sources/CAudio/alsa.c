@@ -1,9 +1,9 @@
 /*
  * The ALSA backend (sm_backend, see backend.h): an ALSA PCM opened by name, configured
  * for interleaved stereo in float, S32 or S16 (the first the device takes), with a
- * buffer of `buffer_us` (default 100 ms) in `periods` periods. Writes block (as MPD's
- * do); the output thread writes only what avail says fits. Underruns and suspends are
- * recovered by the PCM's state, as MPD's ALSA output does.
+ * buffer of `buffer_us` (default 100 ms) in `periods` periods (default: periods of
+ * 20 ms). Writes block (as MPD's do); the output thread writes only what avail says fits.
+ * Underruns and suspends are recovered by the PCM's state, as MPD's ALSA output does.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -23,6 +23,9 @@ typedef struct alsa_backend {
     sm_backend base;
     snd_pcm_t *pcm;
     char device[128];
+    /* Frames written since the last prepare: on a plugin chain (info.whole_periods) the
+     * output ends its writes on the rate plugin's period boundaries (alsa_held). */
+    uint64_t since_prepare;
 } alsa_backend;
 
 static snd_pcm_t *pcm_of(sm_backend *b) { return ((alsa_backend *)b)->pcm; }
@@ -61,10 +64,35 @@ static sm_dev_state alsa_state(sm_backend *b) {
 static long alsa_avail(sm_backend *b) { return snd_pcm_avail_update(pcm_of(b)); }
 
 static long alsa_write(sm_backend *b, const void *frames, uint32_t n) {
-    return snd_pcm_writei(pcm_of(b), frames, n);
+    snd_pcm_sframes_t w = snd_pcm_writei(pcm_of(b), frames, n);
+    if (w > 0) ((alsa_backend *)b)->since_prepare += (uint64_t)w;
+    return w;
+}
+
+/* A prepare starts the plugins' period count again (the rate plugin's last commit). */
+static int prepared(sm_backend *b, int err) {
+    if (err >= 0) ((alsa_backend *)b)->since_prepare = 0;
+    return err;
+}
+
+/* ALSA's rate plugin (plughw or default at a rate the card does not take) converts
+ * whole periods, counted from the last prepare, and passes one on only when the card has
+ * room for it (in a write, or in avail_update): the frames past the last boundary wait
+ * inside it until the period is complete, and an xrun drops them. The sound-card rig
+ * heard 10 to 30 ms skipped after a 300-ms stall through plughw (none through hw); with
+ * the writes ending on its boundaries and the delay asked through avail_update, none. */
+static uint32_t alsa_held(sm_backend *b) {
+    alsa_backend *a = (alsa_backend *)b;
+    uint32_t period = b->info.period_frames;
+    return b->info.whole_periods && period ? (uint32_t)(a->since_prepare % period) : 0;
 }
 
 static int alsa_delay(sm_backend *b, long *frames) {
+    /* On a plugin chain avail_update is where the rate plugin passes whole periods on to
+     * the card: the output asks for the delay while it waits (a pause's fade playing out),
+     * and what it wrote last must reach the card meanwhile, not wait inside the plugin
+     * until the card runs dry (that played stale buffer contents: a click, measured). */
+    if (b->info.whole_periods) snd_pcm_avail_update(pcm_of(b));
     snd_pcm_sframes_t d = 0;
     int r = snd_pcm_delay(pcm_of(b), &d);
     *frames = r < 0 ? 0 : d;
@@ -72,10 +100,15 @@ static int alsa_delay(sm_backend *b, long *frames) {
 }
 
 static long alsa_rewindable(sm_backend *b) { return snd_pcm_rewindable(pcm_of(b)); }
-static long alsa_rewind(sm_backend *b, unsigned long frames) { return snd_pcm_rewind(pcm_of(b), frames); }
+static long alsa_rewind(sm_backend *b, unsigned long frames) {
+    snd_pcm_sframes_t back = snd_pcm_rewind(pcm_of(b), frames);
+    alsa_backend *a = (alsa_backend *)b;
+    if (back > 0) a->since_prepare = (uint64_t)back < a->since_prepare ? a->since_prepare - (uint64_t)back : 0;
+    return back;
+}
 static int alsa_pause(sm_backend *b, int enable) { return snd_pcm_pause(pcm_of(b), enable); }
 static int alsa_drop(sm_backend *b) { return snd_pcm_drop(pcm_of(b)); }
-static int alsa_prepare(sm_backend *b) { return snd_pcm_prepare(pcm_of(b)); }
+static int alsa_prepare(sm_backend *b) { return prepared(b, snd_pcm_prepare(pcm_of(b))); }
 static int alsa_drain(sm_backend *b) { return snd_pcm_drain(pcm_of(b)); }
 
 /* Recovers the PCM after a failed write, by its state, as MPD's ALSA output does. */
@@ -90,13 +123,13 @@ static int alsa_recover(sm_backend *b, int err) {
         err = snd_pcm_resume(pcm);
         if (err == -EAGAIN) { struct timespec ts = { 0, 10000000L }; nanosleep(&ts, NULL); return 0; }
         /* prepare when resume is not supported */
-        return snd_pcm_prepare(pcm);
+        return prepared(b, snd_pcm_prepare(pcm));
     case SND_PCM_STATE_OPEN:
     case SND_PCM_STATE_SETUP:
     case SND_PCM_STATE_XRUN:
         if (err != -EPIPE && snd_pcm_state(pcm) == SND_PCM_STATE_XRUN)
             atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
-        return snd_pcm_prepare(pcm);
+        return prepared(b, snd_pcm_prepare(pcm));
     case SND_PCM_STATE_DISCONNECTED:
         return -ENODEV;
     default:
@@ -121,8 +154,8 @@ static void alsa_close(sm_backend *b) {
 static const sm_backend_ops alsa_ops = {
     .state = alsa_state, .avail = alsa_avail, .write = alsa_write, .delay = alsa_delay,
     .rewindable = alsa_rewindable, .rewind = alsa_rewind, .pause = alsa_pause, .drop = alsa_drop,
-    .prepare = alsa_prepare, .drain = alsa_drain, .recover = alsa_recover, .strerror = alsa_strerror,
-    .close = alsa_close,
+    .prepare = alsa_prepare, .drain = alsa_drain, .recover = alsa_recover, .held = alsa_held,
+    .strerror = alsa_strerror, .close = alsa_close,
 };
 
 /* ------------------------------------------------------------ open */
@@ -169,6 +202,12 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     unsigned buffer_us = c->buffer_us ? c->buffer_us : ALSA_BUFFER_US;
     unsigned periods = c->periods ? c->periods : 4;
     unsigned period_us = buffer_us / periods;
+    /* By default a period lasts a whole number of 10 ms (100 ms: five of 20 ms): that is
+     * a whole number of frames at every usual rate, so ALSA's rate plugin maps a period at
+     * 44.1 kHz onto one at 48 kHz exactly (882 onto 960 frames). With 25 ms it mapped 1102
+     * frames onto 1200, and everything played through plughw ran 454 ppm slow (measured
+     * by the sound-card rig: the end gong of a 20-minute sit 0.5 s late). */
+    if (!c->periods && period_us >= 10000) period_us -= period_us % 10000;
     CHECK(snd_pcm_hw_params_set_buffer_time_near(pcm, hw, &buffer_us, NULL), "the buffer size");
     CHECK(snd_pcm_hw_params_set_period_time_near(pcm, hw, &period_us, NULL), "the period size");
     CHECK(snd_pcm_hw_params(pcm, hw), "the hardware configuration");
@@ -180,12 +219,17 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     info->rate = rate;
     info->buffer_frames = (uint32_t)buffer_size;
     info->period_frames = (uint32_t)period_size;
-    info->can_pause = snd_pcm_hw_params_can_pause(hw);
+    snd_pcm_type_t type = snd_pcm_type(pcm);
+    /* ALSA's plug (plughw, and `default` on a Raspberry Pi image) and its rate plugin
+     * convert whole periods (alsa_held). Through them a pause is a drop, and a resume a
+     * prepare: paused with its fade played out, the plug lost a period at two of four
+     * resumes in the sound-card rig (an xrun as the card went on); dropped, none. */
+    info->whole_periods = type == SND_PCM_TYPE_PLUG || type == SND_PCM_TYPE_RATE;
+    info->can_pause = snd_pcm_hw_params_can_pause(hw) && !info->whole_periods;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
      * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
      * ramp goes after what is queued instead. */
-    snd_pcm_type_t type = snd_pcm_type(pcm);
     info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
     /* A plugin chain (plughw's rate converter, dmix in front of the card) holds frames its
      * delay does not count: a pause that dropped the stream once the delay said only the
@@ -202,6 +246,13 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     snd_pcm_uframes_t start = buffer_size > period_size ? buffer_size - period_size : period_size;
     CHECK(snd_pcm_sw_params_set_start_threshold(pcm, sw, start), "the start threshold");
     CHECK(snd_pcm_sw_params_set_avail_min(pcm, sw, period_size), "the wake-up size");
+    /* The card zeroes what it has played: a stall that runs it dry plays silence, not
+     * the stale end of the buffer once more (4 ms of it in the rig before the xrun was
+     * seen). Not every plugin takes it; then as before. */
+    snd_pcm_uframes_t boundary;
+    if (snd_pcm_sw_params_get_boundary(sw, &boundary) == 0 &&
+        snd_pcm_sw_params_set_silence_threshold(pcm, sw, 0) == 0)
+        snd_pcm_sw_params_set_silence_size(pcm, sw, boundary);
     CHECK(snd_pcm_sw_params(pcm, sw), "the software configuration");
 #undef CHECK
     return 0;

@@ -52,6 +52,9 @@ typedef struct sm_backend_info {
     /* Silence written before a resume's fade-in (a server that loses the first ms of a
      * restarted stream needs some); 0: none. */
     uint32_t resume_lead_frames;
+    /* The device converts whole periods only (the same rate plugin): the output ends its
+     * writes on its period boundaries (ops.held says where it stands). */
+    int whole_periods;
 } sm_backend_info;
 
 typedef struct sm_backend sm_backend;
@@ -78,6 +81,11 @@ typedef struct sm_backend_ops {
     /* After a failed write `err`: brings the device back (0: write again), counting an
      * underrun or a suspend; -errno when it is lost. */
     int (*recover)(sm_backend *b, int err);
+    /* Frames written since the device's last period boundary that it still holds (ALSA's
+     * rate plugin converts whole periods only; what lies past the boundary waits inside it
+     * and an xrun drops it). The output ends its writes on those boundaries. NULL: the
+     * device takes every frame as it comes. */
+    uint32_t (*held)(sm_backend *b);
     /* One line on what went wrong, for err (or the last failure). */
     const char *(*strerror)(sm_backend *b, int err);
     void (*close)(sm_backend *b);

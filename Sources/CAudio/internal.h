@@ -148,6 +148,7 @@ static inline int dev_drop(sm_output *o) { return o->dev->ops->drop(o->dev); }
 static inline int dev_prepare(sm_output *o) { return o->dev->ops->prepare(o->dev); }
 static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
 static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
+static inline uint32_t dev_held(sm_output *o) { return o->dev->ops->held ? o->dev->ops->held(o->dev) : 0; }
 
 /* Shared by the output thread's files (output.c, standby.c). */
 void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);

@@ -326,7 +326,15 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
 static void settle_paused(sm_output *o) {
     /* Zeros after the fade, so the device holds silence while paused. */
     const uint32_t left = o->pause_left;
-    if (sm_out_play_silence(o, o->pause_tail, 0) < 0) return;
+    /* On a device that converts whole periods the zeros end on a period boundary: a
+     * partial period would wait inside it, and the card run dry before it. */
+    uint32_t tail = o->pause_tail;
+    const uint32_t period = o->info.period_frames;
+    if (o->dev->info.whole_periods && period) {
+        uint32_t rest = (dev_held(o) + tail) % period;
+        if (rest) tail += period - rest;
+    }
+    if (sm_out_play_silence(o, tail, 0) < 0) return;
     /* Let the fade play out before pausing. */
     for (int i = 0; i < 50; i++) {
         long delay;
@@ -565,6 +573,12 @@ void *sm_output_thread_main(void *arg) {
         const uint32_t reserve = (!paced && !o->draining) ? o->ramp_frames : 0;
         if (pending >= period + reserve || (o->draining && pending > 0)) {
             uint32_t n = pending < period ? pending : period;
+            /* On a device that converts whole periods (plughw's rate plugin), a write that
+             * leaves part of a period inside it (after a ramp, a tail or a partial write)
+             * is followed by one that ends on the boundary: then a stall's xrun finds
+             * nothing held, and drops nothing. */
+            uint32_t held = dev_held(o);
+            if (held && n > period - held) n = period - held;
             if (paced && dev_state(o) == SM_DEV_RUNNING) {
                 /* Write only what fits. A full device is waited for here, where a request
                  * wakes us at once, not inside a blocking write that could hold a pause

@@ -39,6 +39,17 @@ struct EngineTests {
         #expect(a.samples.elementsEqual(b.samples))
     }
 
+    @Test("a period lasts a whole 20 ms by default: a whole number of frames at 44.1 and 48 kHz alike",
+          arguments: [(44100, 882), (48000, 960)])
+    func periodLength(rate: Int, frames: Int) throws {
+        let engine = try AudioEngine(sampleRate: rate, sink: .device(DeviceConfiguration(name: "null", realtime: false)))
+        #expect(engine.deviceInfo?.periodFrames == frames)
+        #expect(engine.deviceInfo?.bufferFrames == 5 * frames)
+        let plugged = try AudioEngine(sampleRate: rate, sink: .device(DeviceConfiguration(name: "plug:null", realtime: false)))
+        #expect(plugged.deviceInfo?.periodFrames == frames)
+        #expect(plugged.deviceInfo?.canPause == false)   // through a plug a pause is a drop
+    }
+
     @Test("an unknown device is a typed error with ALSA's reason and a hint")
     func unknownDevice() throws {
         do {
@@ -61,11 +72,15 @@ struct EngineTests {
     }
 
     /// The same, with the output's statistics taken just before the stop.
-    func countingRun(_ body: (AudioEngine) throws -> Void) throws -> (samples: [Float], statistics: OutputStatistics?) {
+    /// `plug`: the `file:` device behind ALSA's plug (a plugin chain: writes on its period
+    /// boundaries, a pause is a drop and a resume a prepare).
+    func countingRun(plug: Bool = false, _ body: (AudioEngine) throws -> Void) throws
+        -> (samples: [Float], statistics: OutputStatistics?) {
         let dir = TempDir()
         let path = dir.file("count.wav")
+        let file = "file:FILE=\(path),FORMAT=wav"
         // A small ring, so the render thread is never far ahead of the consumer.
-        let config = DeviceConfiguration(name: "file:FILE=\(path),FORMAT=wav", ringFrames: 8192)
+        let config = DeviceConfiguration(name: plug ? "plug:\"\(file)\"" : file, ringFrames: 8192)
         let engine = try AudioEngine(sampleRate: 44100, sink: .device(config))
         engine.add(Voice(id: 1, source: CountingSource(), start: 0))
         try engine.start(end: nil)
@@ -79,10 +94,12 @@ struct EngineTests {
         while engine.position < frame { usleep(200) }
     }
 
-    @Test("pause and resume: nothing skipped or repeated, and no step larger than the ramp")
-    func pauseResume() throws {
+    @Test("pause and resume: nothing skipped or repeated, and no step larger than the ramp",
+          arguments: [false, true])
+    func pauseResume(plug: Bool) throws {
         var pausedAt: [Int64] = []
-        let (samples, statistics) = try countingRun { engine in
+        let (samples, statistics) = try countingRun(plug: plug) { engine in
+            #expect(engine.deviceInfo?.canPause == !plug)   // through the plug a pause is a drop
             for k in 1...3 {
                 waitFor(engine, frame: Int64(k) * 30_000)
                 engine.pause()
