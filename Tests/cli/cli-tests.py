@@ -208,9 +208,13 @@ def main():
         code = line.get("error", {}).get("code")
         check(code == "bad-request" and took < 1.0, f"a 510-deep line is refused ({code}) in {took * 1000:.0f} ms")
         sock.close()
+        time.sleep(0.2)                 # the daemon reaps that connection in its poll loop
 
         # 128 clients that say hello and idle do not lock others out: the idlest make room.
+        # (Should the daemon not yet have reaped the connection above, the 128th is refused
+        # and reset: 127 then fill it as well.)
         idle = []
+        lost = []
         for k in range(128):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.settimeout(5)
@@ -219,15 +223,17 @@ def main():
                 s.sendall(b'{"hello":{"version":1,"client":"idle"}}\n')
                 s.recv(4096)            # its hello answer: it is one of the daemon's clients
                 idle.append(s)
-            except OSError:
+            except OSError as e:
+                lost.append(f"client {k + 1}: {e}")
                 s.close()
             time.sleep(0.003)
         rc0, out0, err0 = c.run("status")
         time.sleep(10.5)
         t0 = time.time()
         rc, out, err = c.run("status")
-        check(len(idle) == 128 and rc0 != 0 and "too many clients" in err0,
-              f"128 idle clients fill the daemon (a new one is refused at first: exit {rc0}: {err0.strip()[:70]})")
+        check(len(idle) >= 127 and rc0 != 0 and "too many clients" in err0,
+              f"{len(idle)} idle clients fill the daemon (a new one is refused at first: exit {rc0}: "
+              f"{err0.strip()[:70]})" + (f"; not connected: {'; '.join(lost[:3])}" if lost else ""))
         check(rc == 0, f"…and 10 s later the idlest make room: status answered in {(time.time() - t0) * 1000:.0f} ms (exit {rc}: {err.strip()[:80]})")
         for s in idle:
             s.close()
