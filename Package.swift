@@ -1,6 +1,10 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// The functions the daemon and the CLI run, placed together by the linker (gold, Swift's
+// linker on Linux) in the release build: written by scripts/code-order.sh, which says why.
+let codeOrder = String(#filePath.dropLast("Package.swift".count)) + "scripts/code-order.txt"
+
 let package = Package(
     name: "stillmoment",
     platforms: [.macOS(.v15)],
@@ -77,6 +81,9 @@ let package = Package(
                 "StillMomentCore", "StillMomentControl", "StillMomentWeb",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            linkerSettings: [
+                .unsafeFlags(["-Xlinker", "--section-ordering-file=\(codeOrder)"], .when(configuration: .release)),
             ]
         ),
         .executableTarget(

@@ -41,6 +41,21 @@ def peaks(pid, seconds, steady_from):
     return allpeak / 1024, steady / 1024
 
 
+def reset_peak(pid):
+    """Starts the kernel's own peak (VmHWM) again from the RSS now (clear_refs 5)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
+def true_peak(pid):
+    """VmHWM (MB): the largest RSS since reset_peak, every page counted, not a sample."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def peak_while(pid, seconds):
     """The largest VmRSS (MB) sampled every 50 ms for `seconds`."""
     peak = 0
@@ -111,17 +126,26 @@ def main():
     time.sleep(8)
     idle = h.rss_kb(daemon.pid) / 1024
 
+    reset_peak(daemon.pid)
     h.sm("play", "Bench talk", "--preparation", "off", "--detach")
     guided_start, guided = peaks(daemon.pid, 9, 4)
+    guided_hwm = true_peak(daemon.pid)
     if os.geteuid() == 0:
         pages = subprocess.run([sys.executable, os.path.join(here, "pages.py"), str(daemon.pid), os.environ["BIN"]],
                                capture_output=True, text=True).stdout
         with open(os.path.join(os.environ.get("BENCH_OUT", "bench-out"), "daemon-pages.txt"), "w") as f:
             f.write(pages)
     h.sm("stop")
-    time.sleep(1.5)
+    # The timer as the first session of a daemon of its own too (in the same daemon, 1.5 s
+    # after the guided one, it found part of its code resident already).
+    daemon.terminate()
+    daemon.wait(timeout=10)
+    daemon = h.start_daemon()
+    time.sleep(8)
+    reset_peak(daemon.pid)
     h.sm("timer", "5m", "--preparation", "off", "--ambience", "forest", "--interval", "1m", "--detach")
     timer_start, timer = peaks(daemon.pid, 9, 4)
+    timer_hwm = true_peak(daemon.pid)
     h.sm("stop")
 
     p = h.spawn(["mpg123", "-q", "-o", "pulse", mp3], dict(os.environ, PULSE_SERVER=pulse), "mpg123")
@@ -132,11 +156,13 @@ def main():
     refs = f"mpg123 -o pulse {ref:.1f} MB" + (f", MPD {mpd:.1f} MB" if mpd else ", MPD not installed")
     report(f"daemon RSS playing a 5-min MP3 (guided) on the paced device, largest sample from 4 s to 9 s "
            f"({refs}, same MP3 and sink)", f"{guided:.1f}", "MB", "≤ 20 MB", guided <= 20)
-    report("the same, largest sample from the command on (the session's start included)",
-           f"{guided_start:.1f}", "MB", "≤ 20 MB", guided_start <= 20)
+    report("the same, from the command on (the session's start included): the kernel's peak (VmHWM, reset before "
+           f"the command; largest 50-ms sample {guided_start:.1f} MB)", f"{guided_hwm:.1f}", "MB", "≤ 20 MB",
+           guided_hwm <= 20)
     report("daemon RSS playing a timer with ambience and interval gongs on the paced device, from 4 s to 9 s",
            f"{timer:.1f}", "MB", "≤ 20 MB", timer <= 20)
-    report("the same, from the command on", f"{timer_start:.1f}", "MB", "≤ 20 MB", timer_start <= 20)
+    report(f"the same, from the command on: VmHWM (largest 50-ms sample {timer_start:.1f} MB)", f"{timer_hwm:.1f}", "MB",
+           "≤ 20 MB", timer_hwm <= 20)
     time.sleep(8)
     after = h.rss_kb(daemon.pid) / 1024
     report(f"daemon RSS idle, 8 s after start / 8 s after its sessions (code pages released after 2 s idle)",
