@@ -21,7 +21,6 @@ DEVICES = [
 ]
 
 
-
 def chosen(config):
     """The devices this run plays (the rig's config line DEVICES=hw,plughw,dmix)."""
     names = config.get("DEVICES", "hw,plughw,dmix").split(",")

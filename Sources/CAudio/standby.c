@@ -49,7 +49,7 @@ static int queued(sm_output *o, long *delay) {
 }
 
 /* One turn of the standby: tops the device up with silence whenever a period is free,
- * then sleeps for a period (25 ms on ALSA's default buffer, 125 ms on PulseAudio's). A
+ * then sleeps for a period (20 ms on ALSA's default buffer, 125 ms on PulseAudio's). A
  * device that does not pace (null, file) has nothing to keep. */
 void sm_standby_keep(sm_output *o) {
     if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed)) {

@@ -8,7 +8,7 @@
 // gone; the daemon when it has been idle (no session) for 2 s, and once 3 s into each
 // session, when the session's start-up work is over. The threads that play then fault
 // back in the few pages of code they run: minor faults from the page cache, microseconds
-// each, once, against the output thread's 25-ms periods and the render thread's second of
+// each, once, against the output thread's 20-ms periods and the render thread's second of
 // ring (nothing is locked in memory anyway: the kernel may drop these pages under pressure
 // at any time).
 import Glibc
