@@ -240,6 +240,10 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
         uint32_t ramp = sm_ramp_frames(rate);
         info->pause_tail_frames = ramp + (uint32_t)period_size;
         info->pause_left_frames = ramp;
+        /* An eighth of a period: the plugin's period arithmetic rounds (the card's free
+         * room and its own differ by a frame or two); a whole period left the dmix, whose
+         * three 125-ms periods ALSA sets, too little queued (the rig heard it run dry). */
+        if (info->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
     }
 
     CHECK(snd_pcm_sw_params_current(pcm, sw), "software parameters");

@@ -52,9 +52,15 @@ typedef struct sm_backend_info {
     /* Silence written before a resume's fade-in (a server that loses the first ms of a
      * restarted stream needs some); 0: none. */
     uint32_t resume_lead_frames;
-    /* The device converts whole periods only (the same rate plugin): the output ends its
+    /* The device converts whole periods only (ALSA's rate plugin): the output ends its
      * writes on its period boundaries (ops.held says where it stands). */
     int whole_periods;
+    /* Room the output leaves free in the device buffer (0: none). The rate plugin passes a
+     * period on to the card only when the card has a whole period free: a period written
+     * when its own count said there was room, but the card's did not, waited inside it
+     * until the next call, and a stall's xrun in between dropped it (16.5 ms skipped once
+     * in the rig). */
+    uint32_t headroom_frames;
 } sm_backend_info;
 
 typedef struct sm_backend sm_backend;

@@ -584,9 +584,10 @@ void *sm_output_thread_main(void *arg) {
                  * wakes us at once, not inside a blocking write that could hold a pause
                  * back for a whole period of a deep buffer. */
                 long avail = dev_avail(o);
-                if (avail >= 0 && avail < (long)n) {
+                const long want = (long)n + (long)o->dev->info.headroom_frames;
+                if (avail >= 0 && avail < want) {
                     update_clock(o);
-                    wait_for_request(o, frames_to_ms(o, n - (uint64_t)avail));
+                    wait_for_request(o, frames_to_ms(o, (uint64_t)(want - avail)));
                     continue;
                 }
             }
