@@ -25,8 +25,14 @@ struct DaemonCommand: ParsableCommand {
         }
         let log = Logger(label: "stillmoment.daemon")
         var options = Daemon.Options(onDemand: onDemand)
-        if let idle = Environment.value("STILLMOMENT_IDLE_EXIT"), let seconds = Double(idle) {
-            options.idleExit = seconds
+        if let idle = Environment.value("STILLMOMENT_IDLE_EXIT") {
+            // A number of seconds from 0 to a year; anything else (text, nan, inf, -1,
+            // 1e300: the log line prints it as an Int) is refused here, in a line.
+            if let seconds = Double(idle), seconds.isFinite, seconds >= 0, seconds <= 31_536_000 {
+                options.idleExit = seconds
+            } else {
+                log.warning("STILLMOMENT_IDLE_EXIT=\(Display.clean(idle)) is not a number of seconds from 0 to 31536000: exiting after \(Int(options.idleExit)) idle seconds")
+            }
         }
         signal(SIGXFSZ, SIG_IGN)
         let daemon: Daemon
