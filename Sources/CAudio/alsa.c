@@ -231,8 +231,8 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
      * ramp goes after what is queued instead. */
     info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
-    /* A plugin chain (plughw's rate converter, dmix in front of the card) holds frames its
-     * delay does not count: a pause that dropped the stream once the delay said only the
+    /* A plugin chain (plughw's rate converter, dmix in front of the card) reports a delay
+     * that is not exact to the frame: a pause that dropped the stream once the delay said only the
      * silent tail was left dropped the end of the fade too (about 250 frames on plughw and
      * dmix, heard as a click and a skip, measured by the sound-card rig). Behind the fade
      * a period of zeros more, so what is dropped is silence. */
