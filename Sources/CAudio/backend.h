@@ -92,6 +92,11 @@ typedef struct sm_backend_ops {
      * and an xrun drops it). The output ends its writes on those boundaries. NULL: the
      * device takes every frame as it comes. */
     uint32_t (*held)(sm_backend *b);
+    /* After a write failed with an xrun (before recover): frames the device took but
+     * never played, which the recovery drops. ALSA's rate plugin takes a write that was
+     * under way when the card ran dry and passes it on to the stopped card. NULL or 0:
+     * none, or not known. */
+    long (*unplayed)(sm_backend *b);
     /* One line on what went wrong, for err (or the last failure). */
     const char *(*strerror)(sm_backend *b, int err);
     void (*close)(sm_backend *b);

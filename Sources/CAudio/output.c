@@ -108,8 +108,11 @@ void sm_out_fail(sm_output *o, int err, const char *what) {
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
 }
 
-/* Converts and writes `n` frames of fbuf. Returns 0, or -1 when the device is lost. */
-static int write_device(sm_output *o, uint32_t n) {
+/* Converts and writes `n` frames of fbuf. Returns the frames written: all n, or fewer
+ * when `lost` is given and a recovery from an xrun found that the device had dropped
+ * frames it took before (*lost of them, ops.unplayed): the caller plays those again
+ * first, then the rest. -1 when the device is lost. */
+static long write_frames(sm_output *o, uint32_t n, uint32_t *lost) {
     size_t samples = (size_t)n * CHANNELS;
     const void *src = o->fbuf;
     if (o->info.format == SM_FORMAT_S16) { sm_convert_s16(o->fbuf, o->obuf, samples, &o->dither); src = o->obuf; }
@@ -121,14 +124,24 @@ static int write_device(sm_output *o, uint32_t n) {
         long w = o->dev->ops->write(o->dev, (const char *)src + done * frame_bytes, n - done);
         if (w == -EAGAIN) continue;
         if (w < 0) {
+            long dropped = (w == -EPIPE && lost && o->dev->ops->unplayed) ? o->dev->ops->unplayed(o->dev) : 0;
             int r = o->dev->ops->recover(o->dev, (int)w);
             if (r < 0 || ++attempts > 100) { sm_out_fail(o, r < 0 ? r : (int)w, "playing"); return -1; }
+            if (dropped > 0) {
+                *lost = (uint32_t)dropped;
+                break;
+            }
             continue;
         }
         done += (uint32_t)w;
     }
-    o->dev_pos += n;
-    return 0;
+    o->dev_pos += done;
+    return done;
+}
+
+/* Writes all n frames of fbuf: 0, or -1 when the device is lost. */
+static int write_device(sm_output *o, uint32_t n) {
+    return write_frames(o, n, NULL) < 0 ? -1 : 0;
 }
 
 /* Applies the ramp gain to fbuf in place. A fade-out multiplies, then steps down
@@ -193,6 +206,30 @@ static uint32_t pending_frames(sm_output *o) {
     return (uint32_t)(o->replay_to > o->next_ring ? o->replay_to - o->next_ring : 0) + sm_ring_readable(o->ring);
 }
 
+/* After an xrun that dropped `lost` frames the device had taken (the last ones written),
+ * and `unwritten` frames fetched but not written: both are played again from the
+ * history, as after a rewind (as far as the history and the last run of ring frames
+ * reach: silence is not played again). */
+static void replay_dropped(sm_output *o, uint32_t lost, uint32_t unwritten) {
+    uint64_t tail = 0;
+    if (o->seg_count) {
+        segment *s = &o->seg[o->seg_count - 1];
+        if (s->dev_start + s->len == o->dev_pos) tail = s->len;
+    }
+    uint64_t k = lost < tail ? lost : tail;
+    if (k + unwritten > o->hist_valid) k = o->hist_valid > unwritten ? o->hist_valid - unwritten : 0;
+    if (k) {
+        o->dev_pos -= k;
+        o->seg[o->seg_count - 1].len -= k;
+        if (o->seg[o->seg_count - 1].len == 0) o->seg_count--;
+    }
+    if (k + unwritten == 0) return;
+    if (o->replay_to < o->next_ring) o->replay_to = o->next_ring;
+    o->next_ring -= k + unwritten;
+    o->hist_valid -= (uint32_t)(k + unwritten);
+    o->gain = o->hist_valid ? o->hist_gain[(o->next_ring - 1) & (o->hist_cap - 1)] : 0.0f;
+}
+
 /* Writes up to n ring frames. */
 static int play_ring(sm_output *o, uint32_t n) {
     uint64_t start = o->next_ring;
@@ -200,8 +237,11 @@ static int play_ring(sm_output *o, uint32_t n) {
     if (!got) return 0;
     apply_gain(o, got, start, got);
     uint64_t dev_start = o->dev_pos;
-    if (write_device(o, got) < 0) return -1;
-    add_segment(o, dev_start, start, got);
+    uint32_t lost = 0;
+    long done = write_frames(o, got, &lost);
+    if (done < 0) return -1;
+    if (done) add_segment(o, dev_start, start, (uint64_t)done);
+    if (lost) replay_dropped(o, lost, got - (uint32_t)done);
     o->refill_grace = 0;   /* the producer has refilled */
     long delay;
     if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed) &&
