@@ -108,16 +108,27 @@ void sm_out_fail(sm_output *o, int err, const char *what) {
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
 }
 
-/* Converts and writes `n` frames of fbuf. Returns the frames written: all n, or fewer
- * when `lost` is given and a recovery from an xrun found that the device had dropped
- * frames it took before (*lost of them, ops.unplayed): the caller plays those again
- * first, then the rest. -1 when the device is lost. */
-static long write_frames(sm_output *o, uint32_t n, uint32_t *lost) {
+/* Converts and writes `n` frames of fbuf (`silent`: n frames of zeros, fbuf unused).
+ * Returns the frames written: all n, or fewer when `lost` is given and a recovery from
+ * an xrun found that the device had dropped frames it took before (*lost of them,
+ * ops.unplayed): the caller plays those again first, then the rest. -1 when the device
+ * is lost. */
+static long write_frames(sm_output *o, uint32_t n, int silent, uint32_t *lost) {
     size_t samples = (size_t)n * CHANNELS;
-    const void *src = o->fbuf;
-    if (o->info.format == SM_FORMAT_S16) { sm_convert_s16(o->fbuf, o->obuf, samples, &o->dither); src = o->obuf; }
-    else if (o->info.format == SM_FORMAT_S32) { sm_convert_s32(o->fbuf, o->obuf, samples); src = o->obuf; }
     size_t frame_bytes = CHANNELS * sm_format_bytes(o->info.format);
+    const void *src = o->fbuf;
+    if (silent) {
+        /* Zeros as they are, in the device's format: the standby writes nothing else
+         * between sessions, and converting (and dithering) them cost CPU for nothing. */
+        if (o->info.format != SM_FORMAT_FLOAT) src = o->obuf;
+        memset((void *)src, 0, (size_t)n * frame_bytes);
+    } else if (o->info.format == SM_FORMAT_S16) {
+        sm_convert_s16(o->fbuf, o->obuf, samples, &o->dither);
+        src = o->obuf;
+    } else if (o->info.format == SM_FORMAT_S32) {
+        sm_convert_s32(o->fbuf, o->obuf, samples);
+        src = o->obuf;
+    }
     uint32_t done = 0;
     int attempts = 0;
     while (done < n) {
@@ -141,7 +152,7 @@ static long write_frames(sm_output *o, uint32_t n, uint32_t *lost) {
 
 /* Writes all n frames of fbuf: 0, or -1 when the device is lost. */
 static int write_device(sm_output *o, uint32_t n) {
-    return write_frames(o, n, NULL) < 0 ? -1 : 0;
+    return write_frames(o, n, 0, NULL) < 0 ? -1 : 0;
 }
 
 /* Applies the ramp gain to fbuf in place. A fade-out multiplies, then steps down
@@ -238,7 +249,7 @@ static int play_ring(sm_output *o, uint32_t n) {
     apply_gain(o, got, start, got);
     uint64_t dev_start = o->dev_pos;
     uint32_t lost = 0;
-    long done = write_frames(o, got, &lost);
+    long done = write_frames(o, got, 0, &lost);
     if (done < 0) return -1;
     if (done) add_segment(o, dev_start, start, (uint64_t)done);
     if (lost) replay_dropped(o, lost, got - (uint32_t)done);
@@ -256,8 +267,7 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
     /* In pieces of the buffers' size: a pause's tail may be longer than a period. */
     for (uint32_t left = n; left > 0;) {
         uint32_t k = left < o->chunk_frames ? left : o->chunk_frames;
-        memset(o->fbuf, 0, (size_t)k * CHANNELS * sizeof(float));
-        if (write_device(o, k) < 0) return -1;
+        if (write_frames(o, k, 1, NULL) < 0) return -1;
         left -= k;
     }
     o->hist_valid = 0;   /* a rewind must not reach back across silence */
