@@ -757,10 +757,10 @@ def analyse_device(out, dev):
             parts.append(f"{k} failed ({(r.get('error') or str(r.get('status'))).splitlines()[-1]})")
     info(f"{label} CPU, % of one emulated core, playing the same tone on the same device in the same run: "
          f"{', '.join(parts)}")
-    analyse_standby(notes, ref.get("aplay-zero", {}), label, dev)
+    analyse_standby(notes, label, dev)
 
 
-def analyse_standby(notes, zero, label, dev):
+def analyse_standby(notes, label, dev):
     """output-standby keep-open: the card runs while the daemon is idle, at what CPU."""
     if "standby_open" not in notes:
         return check(False, f"{label} output-standby was not tried")
@@ -770,14 +770,16 @@ def analyse_standby(notes, zero, label, dev):
     check(notes.get("standby_after_session"), f"{label} output-standby: the card still runs after a session")
     check(notes.get("standby_closed") is not None, f"{label} output-standby close: the card is closed "
           f"{'after %.1f s' % notes['standby_closed'] if notes.get('standby_closed') is not None else 'never'}")
-    cpu = notes.get("standby_cpu", {})
-    if cpu.get("ticks") is None or "cpu" not in zero or zero.get("status") != 0:
-        return info(f"{label} output-standby CPU: not measured ({zero.get('error', '')})")
-    mine = cpu["ticks"] / cpu["hz"] / cpu["seconds"] * 100
-    theirs = zero["cpu"] / zero["seconds"] * 100
-    target(f"{label} CPU of the idle daemon keeping the card open (silence), % of one emulated core, against "
-           f"`aplay -t raw -f S32_LE -r 44100 -c 2 /dev/zero` on the same device in the same run ({theirs:.2f} %)",
-           f"{mine:.2f}", "%", "<= aplay's", mine <= theirs,
+    turns = notes.get("standby_turns", [])
+    mine = sorted(t["daemon"] for t in turns if t.get("daemon") is not None)
+    theirs = sorted(t["aplay"] for t in turns if t.get("aplay") is not None)
+    if not mine or not theirs:
+        return info(f"{label} output-standby CPU: not measured ({turns})")
+    m, a = mine[len(mine) // 2], theirs[len(theirs) // 2]
+    target(f"{label} CPU of the idle daemon keeping the card open (silence), % of one emulated core, median of "
+           f"{len(mine)} turns of 3 s ({', '.join(f'{v:.1f}' for v in mine)}) against `aplay -t raw -f S32_LE -r 44100 "
+           f"-c 2 /dev/zero` on the same device in the turns between ({', '.join(f'{v:.1f}' for v in theirs)}; "
+           f"median {a:.2f} %)", f"{m:.2f}", "%", "<= aplay's", m <= a,
            f"stillmoment settings set output-standby keep-open; stillmoment daemon (device {dev['device']})")
 
 
