@@ -227,8 +227,11 @@ static void replay_dropped(sm_output *o, uint32_t lost, uint32_t unwritten) {
         segment *s = &o->seg[o->seg_count - 1];
         if (s->dev_start + s->len == o->dev_pos) tail = s->len;
     }
+    /* The unwritten frames were just fetched, so they are in the history; the lost ones
+     * before them only as far as it reaches (hist_valid counts what is sure). */
+    uint64_t before = o->hist_valid > unwritten ? o->hist_valid - unwritten : 0;
     uint64_t k = lost < tail ? lost : tail;
-    if (k + unwritten > o->hist_valid) k = o->hist_valid > unwritten ? o->hist_valid - unwritten : 0;
+    if (k > before) k = before;
     if (k) {
         o->dev_pos -= k;
         o->seg[o->seg_count - 1].len -= k;
@@ -237,7 +240,7 @@ static void replay_dropped(sm_output *o, uint32_t lost, uint32_t unwritten) {
     if (k + unwritten == 0) return;
     if (o->replay_to < o->next_ring) o->replay_to = o->next_ring;
     o->next_ring -= k + unwritten;
-    o->hist_valid -= (uint32_t)(k + unwritten);
+    o->hist_valid = o->hist_valid > k + unwritten ? o->hist_valid - (uint32_t)(k + unwritten) : 0;
     o->gain = o->hist_valid ? o->hist_gain[(o->next_ring - 1) & (o->hist_cap - 1)] : 0.0f;
 }
 
