@@ -260,6 +260,16 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
          * room and its own differ by a frame or two); a whole period left the dmix, whose
          * three 125-ms periods ALSA sets, too little queued (the rig heard it run dry). */
         if (info->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
+    } else {
+        /* Paused in place, the card must stop before it plays past the zeros behind the
+         * fade: past them lies what the pause's rewind took back, still in its buffer.
+         * With a ramp of them (5 ms) left when it pauses, an output thread that woke 5 ms
+         * late let the card play 3 ms of that audio (once in 20 pauses in the sound-card
+         * rig, under emulation). A period of zeros is left now, 20 ms of slack; a resume
+         * starts 15 ms later. */
+        uint32_t ramp = sm_ramp_frames(rate);
+        info->pause_tail_frames = ramp + (uint32_t)period_size;
+        info->pause_left_frames = (uint32_t)period_size;
     }
 
     CHECK(snd_pcm_sw_params_current(pcm, sw), "software parameters");
