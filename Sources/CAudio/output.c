@@ -437,12 +437,13 @@ static void do_resume(sm_output *o) {
         o->gain = 0.0f;  /* from silence, with a fade-in (after a pause it is 0 already) */
         o->gain_target = 1.0f;
         if (st == SM_DEV_PAUSED) {
-            /* Paused in place, the card holds only the pause's last zeros (a ramp), and
-             * past them what the pause's rewind took back, still in its buffer. With the
-             * fade-in written only once the card went on, an output thread late by those
-             * 5 ms let it play on into that: 2.9 ms of stale audio and a click, once in 20
-             * pauses in the sound-card rig. The fade-in's first period goes in while it
-             * is paused (not on a server's stream, whose resume needs a lead of silence). */
+            /* Paused in place, the card holds only the pause's last zeros, and past them
+             * what the pause's rewind took back, still in its buffer. With the fade-in
+             * written only once the card went on, an output thread late by more than
+             * those zeros (a ramp, then) let it play on into that: 2.9 ms of stale audio
+             * and a click, once in 20 pauses in the sound-card rig. The fade-in's first
+             * period goes in while it is paused (not on a server's stream, whose resume
+             * needs a lead of silence). */
             if (!o->resume_lead && o->info.can_rewind) {
                 o->state = ST_RUNNING;
                 uint32_t pending = pending_frames(o), period = o->info.period_frames;
