@@ -120,8 +120,9 @@ static long write_frames(sm_output *o, uint32_t n, int silent, uint32_t *lost) {
     if (silent) {
         /* Zeros as they are, in the device's format: the standby writes nothing else
          * between sessions, and converting (and dithering) them cost CPU for nothing. */
-        if (o->info.format != SM_FORMAT_FLOAT) src = o->obuf;
-        memset((void *)src, 0, (size_t)n * frame_bytes);
+        void *zeros = o->info.format == SM_FORMAT_FLOAT ? (void *)o->fbuf : o->obuf;
+        memset(zeros, 0, (size_t)n * frame_bytes);
+        src = zeros;
     } else if (o->info.format == SM_FORMAT_S16) {
         sm_convert_s16(o->fbuf, o->obuf, samples, &o->dither);
         src = o->obuf;
@@ -217,21 +218,20 @@ static uint32_t pending_frames(sm_output *o) {
     return (uint32_t)(o->replay_to > o->next_ring ? o->replay_to - o->next_ring : 0) + sm_ring_readable(o->ring);
 }
 
-/* After an xrun that dropped `lost` frames the device had taken (the last ones written),
- * and `unwritten` frames fetched but not written: both are played again from the
- * history, as after a rewind (as far as the history and the last run of ring frames
- * reach: silence is not played again). */
-static void replay_dropped(sm_output *o, uint32_t lost, uint32_t unwritten) {
-    uint64_t tail = 0;
-    if (o->seg_count) {
-        segment *s = &o->seg[o->seg_count - 1];
-        if (s->dev_start + s->len == o->dev_pos) tail = s->len;
-    }
-    /* The unwritten frames were just fetched, so they are in the history; the lost ones
-     * before them only as far as it reaches (hist_valid counts what is sure). */
-    uint64_t before = o->hist_valid > unwritten ? o->hist_valid - unwritten : 0;
-    uint64_t k = lost < tail ? lost : tail;
-    if (k > before) k = before;
+/* The frames of the last run of ring frames written, if it ends where the device's
+ * position does (0 when silence or nothing came after it): how far back what was written
+ * can be played again. */
+static uint64_t last_run(sm_output *o) {
+    if (!o->seg_count) return 0;
+    const segment *s = &o->seg[o->seg_count - 1];
+    return s->dev_start + s->len == o->dev_pos ? s->len : 0;
+}
+
+/* The last `k` frames handed to the device (k <= last_run) and the `unwritten` frames
+ * fetched after them are to be played again from the history: a rewind took them back,
+ * or an xrun dropped them. Goes on from the gain of the last frame left on the device
+ * (silence, or nothing, before the history's start). */
+static void unwrite(sm_output *o, uint64_t k, uint32_t unwritten) {
     if (k) {
         o->dev_pos -= k;
         o->seg[o->seg_count - 1].len -= k;
@@ -242,6 +242,18 @@ static void replay_dropped(sm_output *o, uint32_t lost, uint32_t unwritten) {
     o->next_ring -= k + unwritten;
     o->hist_valid = o->hist_valid > k + unwritten ? o->hist_valid - (uint32_t)(k + unwritten) : 0;
     o->gain = o->hist_valid ? o->hist_gain[(o->next_ring - 1) & (o->hist_cap - 1)] : 0.0f;
+}
+
+/* After an xrun that dropped `lost` frames the device had taken (the last ones written),
+ * and `unwritten` frames fetched but not written: both are played again. The unwritten
+ * ones were just fetched, so they are in the history; the lost ones before them only as
+ * far as it (hist_valid counts what is sure) and the last run reach. */
+static void replay_dropped(sm_output *o, uint32_t lost, uint32_t unwritten) {
+    uint64_t before = o->hist_valid > unwritten ? o->hist_valid - unwritten : 0;
+    uint64_t k = last_run(o);
+    if (k > lost) k = lost;
+    if (k > before) k = before;
+    unwrite(o, k, unwritten);
 }
 
 /* Writes up to n ring frames. */
@@ -307,25 +319,13 @@ long sm_out_takeable(sm_output *o) {
  * taken back are played again from the history. */
 static void take_back(sm_output *o) {
     long k = sm_out_takeable(o);
-    uint64_t tail = 0;
-    if (o->seg_count) {
-        segment *s = &o->seg[o->seg_count - 1];
-        if (s->dev_start + s->len == o->dev_pos) tail = s->len;
-    }
+    uint64_t tail = last_run(o);
     if (tail > o->hist_valid) tail = o->hist_valid;
     if ((uint64_t)k > tail) k = (long)tail;
     if (k <= 0) return;
     long back = dev_rewind(o, (unsigned long)k);
     if (back <= 0) return;
-    o->dev_pos -= (uint64_t)back;
-    o->seg[o->seg_count - 1].len -= (uint64_t)back;
-    if (o->seg[o->seg_count - 1].len == 0) o->seg_count--;
-    if (o->replay_to < o->next_ring) o->replay_to = o->next_ring;
-    o->next_ring -= (uint64_t)back;
-    o->hist_valid -= (uint32_t)back;
-    /* Go on from the gain of the last frame left on the device: silence (or nothing)
-     * before the history's start. */
-    o->gain = o->hist_valid ? o->hist_gain[(o->next_ring - 1) & (o->hist_cap - 1)] : 0.0f;
+    unwrite(o, (uint64_t)back, 0);
     atomic_fetch_add_explicit(&o->st_rewinds, 1, memory_order_relaxed);
 }
 
