@@ -163,7 +163,9 @@ def scenario(lang):
         c.expect("a guided meditation rendered", c.run("play", ident, "--output", c.dir + "/guided.wav"), 0,
                  ["guided.wav geschrieben"], ["wrote "])
         # A guided meditation stopped during its (long) preparation: "abgebrochen bei", never "at".
-        p = c.start("play", ident, "--foreground", "--device", "null", "--preparation", "1h")
+        # The null device does not pace: an hour of preparation renders in 0.7 s (release) to
+        # 2 s (debug), and the test once saw it end before the signal; 100 h cannot.
+        p = c.start("play", ident, "--foreground", "--device", "null", "--preparation", "100h")
         time.sleep(1.5)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)
