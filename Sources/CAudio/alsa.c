@@ -224,6 +224,18 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * frames onto 1200, and everything played through plughw ran 454 ppm slow (measured
      * by the sound-card rig: the end gong of a 20-minute sit 0.5 s late). */
     if (!c->periods && period_us >= 10000) period_us -= period_us % 10000;
+    /* At least three periods (unless fewer were asked for): a dmix whose buffer holds two
+     * of its periods or less (its hw_ptr_alignment "auto") starts mixing at the card's next
+     * period boundary, while its delay counts from where the card is, so everything was
+     * heard up to a period later than the delay said: 36 to 101 ms through a dmix with
+     * ALSA's default 125-ms periods, a new amount at every open (a probe in the sound-card
+     * rig); seeks through it landed that far off. With three, 0 to 2 ms. A device that
+     * cannot have three keeps what it can (a failed set_periods_min leaves hw as it was). */
+    if (periods >= 3) {
+        unsigned min_periods = 3;
+        (void)snd_pcm_hw_params_set_periods_min(pcm, hw, &min_periods, NULL);
+    }
+    const unsigned asked_us = buffer_us;
     CHECK(snd_pcm_hw_params_set_buffer_time_near(pcm, hw, &buffer_us, NULL), "the buffer size");
     CHECK(snd_pcm_hw_params_set_period_time_near(pcm, hw, &period_us, NULL), "the period size");
     CHECK(snd_pcm_hw_params(pcm, hw), "the hardware configuration");
@@ -256,9 +268,8 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
         uint32_t ramp = sm_ramp_frames(rate);
         info->pause_tail_frames = ramp + (uint32_t)period_size;
         info->pause_left_frames = ramp;
-        /* An eighth of a period: the plugin's period arithmetic rounds (the card's free
-         * room and its own differ by a frame or two); a whole period left the dmix, whose
-         * three 125-ms periods ALSA sets, too little queued (the rig heard it run dry). */
+        /* An eighth of a period at least: the plugin's period arithmetic rounds (the
+         * card's free room and its own differ by a frame or two). */
         if (info->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
     } else {
         /* Paused in place, the card must stop before it plays past the zeros behind the
@@ -272,8 +283,18 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
         info->pause_left_frames = (uint32_t)period_size;
     }
 
+    /* The queue kept is what was asked for, and two periods at least (a device wakes the
+     * output once a period: with less than two queued a late wake-up runs it dry, as the
+     * dmix's did with 1 of its 125-ms periods queued). Of a buffer the device made deeper
+     * (the dmix's three periods of 125 ms, for 100 ms asked), the rest stays free. */
+    uint64_t keep = (uint64_t)asked_us * rate / 1000000;
+    if (keep < 2 * (uint64_t)period_size) keep = 2 * (uint64_t)period_size;
+    if (buffer_size > keep && buffer_size - keep > info->headroom_frames)
+        info->headroom_frames = (uint32_t)(buffer_size - keep);
+
     CHECK(snd_pcm_sw_params_current(pcm, sw), "software parameters");
-    snd_pcm_uframes_t start = buffer_size > period_size ? buffer_size - period_size : period_size;
+    snd_pcm_uframes_t margin = period_size > info->headroom_frames ? period_size : info->headroom_frames;
+    snd_pcm_uframes_t start = buffer_size > margin ? buffer_size - margin : period_size;
     CHECK(snd_pcm_sw_params_set_start_threshold(pcm, sw, start), "the start threshold");
     CHECK(snd_pcm_sw_params_set_avail_min(pcm, sw, period_size), "the wake-up size");
     /* The card zeroes what it has played: a stall that runs it dry plays silence, not

@@ -59,7 +59,7 @@ typedef struct sm_backend_info {
      * period on to the card only when the card has a whole period free: a period written
      * when its own count said there was room, but the card's did not, waited inside it
      * until the next call, and a stall's xrun in between dropped it (16.5 ms skipped once
-     * in the rig). */
+     * in the rig). Also what a device gave past the queue asked for (alsa.c: configure). */
     uint32_t headroom_frames;
 } sm_backend_info;
 

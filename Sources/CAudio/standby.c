@@ -48,6 +48,15 @@ static int queued(sm_output *o, long *delay) {
     return (st == SM_DEV_RUNNING || st == SM_DEV_PREPARED) && dev_delay(o, delay) == 0;
 }
 
+/* What the standby may queue now: what fits, less the room the output leaves free (the
+ * queue a session keeps; a session starts behind this silence where it cannot be taken
+ * back: a dmix's third 125-ms period, filled, made the start 125 ms later in the rig). */
+static long room(sm_output *o) {
+    long avail = dev_avail(o);
+    if (avail > (long)o->info.buffer_frames) avail = (long)o->info.buffer_frames;
+    return avail - (long)o->dev->info.headroom_frames;
+}
+
 /* One turn of the standby: tops the device up with silence whenever a period is free,
  * then sleeps for a period (20 ms on ALSA's default buffer, 125 ms on PulseAudio's). A
  * device that does not pace (null, file) has nothing to keep. */
@@ -60,8 +69,7 @@ void sm_standby_keep(sm_output *o) {
         if (o->standby_probe || dev_state(o) == SM_DEV_PREPARED) {
             if (o->standby_probe) o->standby_looks = 0;
             o->standby_probe = 0;
-            long avail = dev_avail(o);   /* what fits now: a write never blocks here */
-            if (avail > (long)o->info.buffer_frames) avail = (long)o->info.buffer_frames;
+            long avail = room(o);   /* what fits now: a write never blocks here */
             if (avail > 0 && sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
         }
         /* A sound server may take a moment to start the stream and report its delay: look
@@ -86,11 +94,8 @@ void sm_standby_keep(sm_output *o) {
     /* Topped up whenever a period is free, as the session's own loop writes (a sound
      * server asks for a period at a time, and its sink may pull ahead in bursts; the
      * delay is no measure of what its stream still holds), then asleep for a period. */
-    long avail = dev_avail(o);
-    if (avail >= (long)o->info.period_frames) {
-        if (avail > (long)o->info.buffer_frames) avail = (long)o->info.buffer_frames;
-        if (sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
-    }
+    long avail = room(o);
+    if (avail >= (long)o->info.period_frames && sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
     int ms = (int)((uint64_t)o->info.period_frames * 1000 / o->info.rate);
     sm_out_wait_for_data(o, sm_standby_start_frames(o), ms < 1 ? 1 : ms);
 }
