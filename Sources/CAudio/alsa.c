@@ -266,6 +266,11 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * a period of zeros more, so what is dropped is silence. */
     if (type != SND_PCM_TYPE_HW) {
         uint32_t ramp = sm_ramp_frames(rate);
+        /* A plugin's pointer is not the card's to the frame (a dmix reads the card's at
+         * its period interrupts): a rewind leaves a period queued. Taken back to a few ms,
+         * a session starting from the standby through the rig's dmix (125-ms periods)
+         * counted an underrun, and once an xrun. */
+        info->rewind_keep_frames = (uint32_t)period_size;
         info->pause_tail_frames = ramp + (uint32_t)period_size;
         info->pause_left_frames = ramp;
         /* An eighth of a period at least: the plugin's period arithmetic rounds (the
@@ -319,8 +324,15 @@ sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e) {
     alsa_last_message[0] = 0;
     snd_lib_error_set_handler(alsa_error_handler);
     /* Non-blocking open: a busy hw device fails at once (EBUSY) instead of waiting until
-     * whoever holds it lets go; then back to blocking writes (as MPD does). */
-    int err = snd_pcm_open(&a->pcm, a->device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK);
+     * whoever holds it lets go; then back to blocking writes (as MPD does).
+     * Without ALSA's automatic resampling (MPD's auto_resample "no"): a plug (plughw,
+     * `default` over a dmix) then offers the card's own rate, and the engine renders at it
+     * (soxr for the files). ALSA's rate plugin maps whole periods onto whole periods: a
+     * dmix's 125-ms periods (5512.5 frames at 44.1 kHz) played everything 91 ppm slow in
+     * the sound-card rig, and the stock dmix's 1024 frames at 48 kHz would be 940.8; its
+     * linear interpolation is no match for soxr either, and converting an idle
+     * standby's silence cost more CPU than aplay. */
+    int err = snd_pcm_open(&a->pcm, a->device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK | SND_PCM_NO_AUTO_RESAMPLE);
     if (err >= 0 && (err = snd_pcm_nonblock(a->pcm, 0)) < 0) snd_pcm_close(a->pcm);
     if (err < 0) {
         int code = classify_open_error(err);

@@ -43,6 +43,8 @@ typedef struct sm_backend_info {
     int format;               /* sm_sample_format */
     int can_pause;            /* pause(1) holds the stream in place */
     int can_rewind;           /* queued audio can be taken back (rewind) */
+    /* What a rewind leaves queued beyond its few ms of margin (0: nothing more). */
+    uint32_t rewind_keep_frames;
     int sound_server;         /* a sound server's stream (its errors and hints differ) */
     /* After a pause's fade: zeros written behind it, and the device is paused once no
      * more than pause_left of them are queued (0: the ramp's length for both). A server

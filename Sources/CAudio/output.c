@@ -300,7 +300,8 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
 }
 
 /* Frames queued on the device and not yet heard that may be taken back, less a safety
- * margin of 2 ms and a ramp (0: none, or a device that does not rewind). Never more than
+ * margin of 2 ms and a ramp, and what the device keeps queued (info.rewind_keep_frames: a
+ * period through a plugin) (0: none, or a device that does not rewind). Never more than
  * the delay (0 on a device that does not pace, such as null or file). */
 long sm_out_takeable(sm_output *o) {
     if (!o->info.can_rewind) return 0;
@@ -310,7 +311,7 @@ long sm_out_takeable(sm_output *o) {
     long queued = 0;
     if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
-    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
+    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames + o->dev->info.rewind_keep_frames);
     return k > 0 ? k : 0;
 }
 
