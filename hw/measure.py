@@ -207,7 +207,8 @@ class Capture:
 
     def set_stretch(self, stretch):
         """Frames at 44.1 kHz, undoing the capture's rate and a playback path that stretched
-        the time by `stretch` (ALSA's rate plugin converting whole periods)."""
+        the time by `stretch` (ALSA's rate plugin converting whole periods, where one is in
+        the path)."""
         self.stretch = stretch
         self.ratio = self.native_rate / RATE * (1 + stretch)
         if self.ratio == 1.0:
@@ -502,7 +503,7 @@ def analyse_timer(cap, out, name, label):
         a, b = cap.index(e["t"]) - RATE // 10, cap.index(e["end"])
         c0 = cap.first_loud(a, b)
         late = stretch * (frames[-1] - frames[0]) / MS
-        target(f"{label} time through the plug's rate conversion: every gong's time stretched by the same factor, the "
+        target(f"{label} time through the plug at 48 kHz: every gong's time stretched by the same factor, the "
                f"end gong {late:+.1f} ms late after {(frames[-1] - frames[0]) / RATE:.0f} s ({late / (frames[-1] - frames[0]) * RATE * 1200:+.0f} ms in "
                f"20 min)", f"{stretch * 1e6:+.0f}", "ppm", "0", abs(late) <= 1, cmd)
     segs, unplaced = segments(cap, left, c0 - RATE // 20, b, hint=c0 - r0)

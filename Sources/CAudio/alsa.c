@@ -2,7 +2,8 @@
  * The ALSA backend (sm_backend, see backend.h): an ALSA PCM opened by name, configured
  * for interleaved stereo in float, S32 or S16 (the first the device takes), with a
  * buffer of `buffer_us` (default 100 ms) in `periods` periods (default: periods of
- * 20 ms). Writes block (as MPD's do); the output thread writes only what avail says fits.
+ * 20 ms; three at least), at the card's own rate through a plug (no automatic
+ * resampling). Writes block (as MPD's do); the output thread writes only what avail says fits.
  * Underruns and suspends are recovered by the PCM's state, as MPD's ALSA output does.
  */
 #define _GNU_SOURCE
@@ -248,10 +249,12 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     info->buffer_frames = (uint32_t)buffer_size;
     info->period_frames = (uint32_t)period_size;
     snd_pcm_type_t type = snd_pcm_type(pcm);
-    /* ALSA's plug (plughw, and `default` on a Raspberry Pi image) and its rate plugin
-     * convert whole periods (alsa_held). Through them a pause is a drop, and a resume a
-     * prepare: paused with its fade played out, the plug lost a period at two of four
-     * resumes in the sound-card rig (an xrun as the card went on); dropped, none. */
+    /* ALSA's rate plugin converts whole periods (alsa_held). A plug no longer inserts one
+     * (opened without automatic resampling), but a plug's chain may still hold a rate
+     * plugin a user configured, and this is what the sound-card rig measured: through
+     * them a pause is a drop, and a resume a prepare (paused with its fade played out,
+     * the plug with its rate plugin lost a period at two of four resumes in the rig: an
+     * xrun as the card went on; dropped, none). */
     info->whole_periods = type == SND_PCM_TYPE_PLUG || type == SND_PCM_TYPE_RATE;
     info->can_pause = snd_pcm_hw_params_can_pause(hw) && !info->whole_periods;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
