@@ -269,10 +269,11 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * a period of zeros more, so what is dropped is silence. */
     if (type != SND_PCM_TYPE_HW) {
         uint32_t ramp = sm_ramp_frames(rate);
-        /* A plugin's pointer is not the card's to the frame (a dmix reads the card's at
-         * its period interrupts): a rewind leaves a period queued. Taken back to a few ms,
-         * a session starting from the standby through the rig's dmix (125-ms periods)
-         * counted an underrun, and once an xrun. */
+        /* A plugin's pointer need not be the card's to the frame (a dmix reads its
+         * card's, which may stand still between the card's period interrupts): a rewind
+         * leaves a period queued. Taken back to a few ms, a session starting from the
+         * standby through the rig's dmix (125-ms periods) counted an underrun (2 of 2),
+         * and once an xrun. */
         info->rewind_keep_frames = (uint32_t)period_size;
         info->pause_tail_frames = ramp + (uint32_t)period_size;
         info->pause_left_frames = ramp;
