@@ -156,10 +156,14 @@ struct SessionServiceTests {
         _ = try service.stop()
         #expect(Self.until(service) { service.status().source == nil })
         let resumed = try service.resume()
-        #expect(resumed.source == .guided && resumed.meditation?.id == m.id && resumed.suspended == nil)
+        // The null device runs thousands of times real time: the rest of the 1-s fixture can
+        // be over before resume answers (a clean clone's make test saw it once, under load).
+        #expect(resumed.suspended == nil)
+        #expect(resumed.source == .guided ? resumed.meditation?.id == m.id : resumed.source == nil)
         #expect(Self.until(service) { service.status().lastEnded?.source == .guided && service.status().source == nil },
                 "the resumed meditation plays to its end")
         #expect(service.status().lastEnded?.reason == .completed)
+        #expect((service.status().lastEnded?.session ?? 0) > (timer.session ?? 0), "a guided session after the timer")
         service.shutdown()
     }
 
