@@ -9,11 +9,23 @@ import Testing
 @testable import StillMomentControl
 import StillMomentCore
 
+/// The test process's own folder for these daemons, removed when the process exits: with
+/// XDG_RUNTIME_DIR still pointing into a test's folder, a PulseAudio client later in the
+/// process made `run/pulse` there again after the test had removed it (one empty folder
+/// left in /tmp by every `swift test`).
+private let processFolder: String = {
+    let path = NSTemporaryDirectory() + "sm-server-" + UUID().uuidString
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                             attributes: [.posixPermissions: 0o700])
+    atexit { try? FileManager.default.removeItem(atPath: processFolder) }
+    return path
+}()
+
 @Suite("The daemon's listener", .serialized)
 struct DaemonServerTests {
     /// A daemon in a private runtime folder and home.
     static func daemon(_ tune: (inout Daemon.Options) -> Void = { _ in }) throws -> (Daemon, String) {
-        let dir = NSTemporaryDirectory() + "sm-server-" + UUID().uuidString
+        let dir = processFolder + "/" + UUID().uuidString.prefix(8)   // a socket path has 108 bytes
         try FileManager.default.createDirectory(atPath: dir + "/run", withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         setenv("XDG_RUNTIME_DIR", dir + "/run", 1)
