@@ -185,6 +185,27 @@ static int classify_open_error(int err) {
     }
 }
 
+/* The PCM's dump as text (freed with the output); NULL when it cannot be had. */
+static snd_output_t *dump_of(snd_pcm_t *pcm, char **text, size_t *length) {
+    snd_output_t *out;
+    *text = NULL;
+    *length = 0;
+    if (snd_output_buffer_open(&out) < 0) return NULL;
+    if (snd_pcm_dump(pcm, out) == 0) *length = snd_output_buffer_string(out, text);
+    return out;
+}
+
+/* What a plug stands in front of (alsa_chain.c). Unreadable: a chain whose pointer is
+ * not the card's, without a rate plugin (what the output did for every plug before). */
+static sm_alsa_chain chain_of(snd_pcm_t *pcm) {
+    char *text;
+    size_t length;
+    snd_output_t *out = dump_of(pcm, &text, &length);
+    sm_alsa_chain chain = sm_alsa_chain_read(text, length);
+    if (out) snd_output_close(out);
+    return chain;
+}
+
 static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     snd_pcm_t *pcm = a->pcm;
     sm_backend_info *info = &a->base.info;
@@ -249,25 +270,30 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     info->buffer_frames = (uint32_t)buffer_size;
     info->period_frames = (uint32_t)period_size;
     snd_pcm_type_t type = snd_pcm_type(pcm);
-    /* ALSA's rate plugin converts whole periods (alsa_held). A plug no longer inserts one
-     * (opened without automatic resampling), but a plug's chain may still hold a rate
-     * plugin a user configured, and this is what the sound-card rig measured: through
-     * them a pause is a drop, and a resume a prepare (paused with its fade played out,
-     * the plug with its rate plugin lost a period at two of four resumes in the rig: an
-     * xrun as the card went on; dropped, none). */
-    info->whole_periods = type == SND_PCM_TYPE_PLUG || type == SND_PCM_TYPE_RATE;
+    /* What stands in front of the card. A plug opened without automatic resampling holds
+     * no rate plugin of its own; behind plughw there are only its format and channel
+     * layers, or none (the sound-card rig's plughw: the card itself), and its pointer is
+     * the card's. Read from its dump: a chain a user configured may differ. */
+    sm_alsa_chain chain = { type == SND_PCM_TYPE_RATE, type == SND_PCM_TYPE_HW };
+    if (type == SND_PCM_TYPE_PLUG) chain = chain_of(pcm);
+    /* ALSA's rate plugin converts whole periods (alsa_held), and this is what the
+     * sound-card rig measured through one: a pause is a drop, and a resume a prepare
+     * (paused with its fade played out, the plug with its rate plugin lost a period at two
+     * of four resumes in the rig: an xrun as the card went on; dropped, none). */
+    info->whole_periods = chain.rate_plugin;
     info->can_pause = snd_pcm_hw_params_can_pause(hw) && !info->whole_periods;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
      * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
      * ramp goes after what is queued instead. */
     info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
-    /* A plugin chain (plughw's rate converter, dmix in front of the card) reports a delay
-     * that is not exact to the frame: a pause that dropped the stream once the delay said only the
-     * silent tail was left dropped the end of the fade too (about 250 frames on plughw and
-     * dmix, heard as a click and a skip, measured by the sound-card rig). Behind the fade
-     * a period of zeros more, so what is dropped is silence. */
-    if (type != SND_PCM_TYPE_HW) {
+    /* A plugin chain whose pointer is not the card's (a rate converter, a dmix in front
+     * of the card) reports a delay that is not exact to the frame: a pause that dropped
+     * the stream once the delay said only the silent tail was left dropped the end of the
+     * fade too (about 250 frames through plughw's rate converter and the dmix, measured by
+     * the sound-card rig). Behind the fade a period of zeros more, so what is dropped is
+     * silence. */
+    if (!chain.card_pointer) {
         uint32_t ramp = sm_ramp_frames(rate);
         /* A plugin's pointer need not be the card's to the frame (a dmix reads its
          * card's, which may stand still between the card's period interrupts): a rewind
@@ -358,14 +384,10 @@ sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e) {
 int sm_alsa_is_pulse_plugin(sm_backend *b) {
     snd_pcm_t *pcm = pcm_of(b);
     if (snd_pcm_type(pcm) != SND_PCM_TYPE_IOPLUG) return 0;
-    snd_output_t *out;
-    if (snd_output_buffer_open(&out) < 0) return 0;
-    int found = 0;
-    if (snd_pcm_dump(pcm, out) == 0) {
-        char *text = NULL;
-        size_t n = snd_output_buffer_string(out, &text);
-        found = text && memmem(text, n, "PulseAudio", 10) != NULL;
-    }
-    snd_output_close(out);
+    char *text;
+    size_t length;
+    snd_output_t *out = dump_of(pcm, &text, &length);
+    int found = text && memmem(text, length, "PulseAudio", 10) != NULL;
+    if (out) snd_output_close(out);
     return found;
 }

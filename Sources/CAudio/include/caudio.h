@@ -13,7 +13,7 @@
  * Files: ring.c, output.c (the thread: ring consumption, ramps, clock accounting),
  * control.c (open, close, requests, waits, clock and statistics for other threads),
  * convert.c (float to S16/S32), standby.c (the device kept open between sessions),
- * device.c, alsa.c, pulse.c.
+ * device.c, alsa.c (alsa_chain.c: what a plug stands in front of), pulse.c.
  *
  * Indices ("ring index") count frames ever written to / read from the ring; they are
  * 64-bit and never wrap in practice. The engine clock is the ring index of the frame
@@ -178,6 +178,17 @@ void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dit
 void sm_convert_s32(const float *in, int32_t *out, size_t samples);
 /* The largest magnitude among `samples` floats (vector code): the limiter's first check. */
 float sm_peak(const float *in, size_t samples);
+
+/* What an ALSA PCM's dump (snd_pcm_dump's text) says stands between it and the card
+ * (alsa_chain.c; alsa-lib has no call that lists a plug's chain): rate_plugin, ALSA's
+ * rate converter is in it (it converts whole periods only); card_pointer, the PCM's
+ * pointer is the card's own (a hardware PCM, alone or behind a plug's format and channel
+ * layers, which move frames one to one): its delay is exact and it pauses in place. */
+typedef struct sm_alsa_chain {
+    int rate_plugin;
+    int card_pointer;
+} sm_alsa_chain;
+sm_alsa_chain sm_alsa_chain_read(const char *dump, size_t length);
 
 #ifdef __cplusplus
 }
