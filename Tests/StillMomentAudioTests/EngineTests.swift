@@ -47,9 +47,9 @@ struct EngineTests {
         #expect(engine.deviceInfo?.bufferFrames == 5 * frames)
         let plugged = try AudioEngine(sampleRate: rate, sink: .device(DeviceConfiguration(name: "plug:null", realtime: false)))
         #expect(plugged.deviceInfo?.periodFrames == frames)
-        // Opened without automatic resampling, a plug holds no rate plugin: it passes the
-        // device's own pause through (only a rate plugin makes a pause a drop).
-        #expect(plugged.deviceInfo?.canPause == true)
+        // A plug in front of what is not a card (here null) keeps the arithmetic of a rate
+        // plugin's whole periods: a pause is a drop (alsa.c; behind plughw it is the card's).
+        #expect(plugged.deviceInfo?.canPause == false)
     }
 
     @Test("an unknown device is a typed error with ALSA's reason and a hint")
@@ -74,8 +74,8 @@ struct EngineTests {
     }
 
     /// The same, with the output's statistics taken just before the stop.
-    /// `plug`: the `file:` device behind ALSA's plug (a plugin chain, without a rate plugin:
-    /// the plug passes the pause and the rewinds through).
+    /// `plug`: the `file:` device behind ALSA's plug (a plugin chain in front of what is not
+    /// a card: writes on its period boundaries, a pause is a drop and a resume a prepare).
     func countingRun(plug: Bool = false, _ body: (AudioEngine) throws -> Void) throws
         -> (samples: [Float], statistics: OutputStatistics?) {
         let dir = TempDir()
@@ -101,7 +101,7 @@ struct EngineTests {
     func pauseResume(plug: Bool) throws {
         var pausedAt: [Int64] = []
         let (samples, statistics) = try countingRun(plug: plug) { engine in
-            #expect(engine.deviceInfo?.canPause == true)   // through the plug too (no rate plugin)
+            #expect(engine.deviceInfo?.canPause == !plug)   // through the plug a pause is a drop
             for k in 1...3 {
                 waitFor(engine, frame: Int64(k) * 30_000)
                 engine.pause()
