@@ -19,20 +19,30 @@ DEVICES = [
      "timer": ["30s", "--interval", "10s", "--ambience", "forest", "--preparation", "2s"], "rounds": 2},
     {"name": "dmix", "device": "smdmix", "capture": ("hw:Loopback,1,0", "S16_LE", 48000),
      "timer": ["30s", "--interval", "10s", "--ambience", "forest", "--preparation", "2s"], "rounds": 2},
+    {"name": "dmix125", "device": "smdmix125", "capture": ("hw:Loopback,1,0", "S16_LE", 48000),
+     "timer": ["30s", "--interval", "10s", "--ambience", "forest", "--preparation", "2s"], "rounds": 2},
 ]
 
 
 def chosen(config):
-    """The devices this run plays (the rig's config line DEVICES=hw,plughw,dmix)."""
-    names = config.get("DEVICES", "hw,plughw,dmix").split(",")
+    """The devices this run plays (the rig's config line DEVICES=hw,plughw,dmix,dmix125)."""
+    names = config.get("DEVICES", "hw,plughw,dmix,dmix125").split(",")
     return [d for d in DEVICES if d["name"] in names]
 
 
-# The ALSA configuration the guest writes to ~/.asoundrc: a dmix on the loopback card at
-# 48 kHz, 16 bits, with ALSA's default periods, and a plug in front of it (what `default`
-# is on a Raspberry Pi OS image without a sound server).
+# The ALSA configuration the guest writes to ~/.asoundrc: two dmixes on the loopback card
+# at 48 kHz, 16 bits, each with a plug in front of it. `smdmix` is ALSA's own `dmix:`
+# (alsa-lib's pcm/dmix.conf: periods of 1024 frames, 16 of them), which is what `default`
+# is on a Raspberry Pi OS image without a sound server (a plug in front of `dmix:CARD`).
+# `smdmix125` is a dmix defined without periods, which then takes the plugin's own
+# 125 ms: a deep-period case (it is where a dmix's start alignment showed, and a period
+# kept queued by a rewind is longest).
 ASOUNDRC = """
-pcm.smdmix_raw {
+pcm.smdmix {
+    type plug
+    slave.pcm "dmix:CARD=Loopback,DEV=0,FORMAT=S16_LE,RATE=48000"
+}
+pcm.smdmix125_raw {
     type dmix
     ipc_key 5718
     ipc_perm 0600
@@ -43,9 +53,9 @@ pcm.smdmix_raw {
         channels 2
     }
 }
-pcm.smdmix {
+pcm.smdmix125 {
     type plug
-    slave.pcm "smdmix_raw"
+    slave.pcm "smdmix125_raw"
 }
 """
 

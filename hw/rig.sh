@@ -14,10 +14,10 @@
 # could not start, the guest did not finish within HW_TIMEOUT seconds). Targets that are
 # missed are reported as MISSED and do not fail the run.
 #
-#   HW_TIMEOUT=600   the guest's hard limit (s)
+#   HW_TIMEOUT=…     the guest's hard limit (s; default 200 per device and 100, 600 at least)
 #   HW_KEEP=1        keep the result folder (captures, logs) and say where it is
 #   HW_QUICK=1       only hw:Loopback,0 (no plughw, no dmix)
-#   HW_DEVICES=…     the devices by name, comma-separated (hw,plughw,dmix: all of them)
+#   HW_DEVICES=…     the devices by name, comma-separated (hw,plughw,dmix,dmix125: all of them)
 #   HW_CPU=max       qemu's CPU model (max is the fastest under software emulation here)
 #   BIN=…            the binary (default .build/release/stillmoment, which must exist)
 set -euo pipefail
@@ -25,17 +25,19 @@ cd "$(dirname "$0")/.."
 REPO=$(pwd)
 CACHE="$REPO/.build-hw"
 BIN=$(realpath -m "${BIN:-.build/release/stillmoment}")
-HW_TIMEOUT=${HW_TIMEOUT:-600}
 PY=/usr/bin/python3            # Debian's python3, with python3-numpy
 
 say() { echo "hw: $*"; }
 fail() { echo "hw: FAILED: $*"; echo "0 passed, 1 failed"; exit 1; }
 
 [ -x "$BIN" ] || fail "no binary at $BIN: build it first (make release)"
-if [ "${HW_QUICK:-0}" = 1 ]; then DEVICES=hw; else DEVICES=${HW_DEVICES:-hw,plughw,dmix}; fi
+if [ "${HW_QUICK:-0}" = 1 ]; then DEVICES=hw; else DEVICES=${HW_DEVICES:-hw,plughw,dmix,dmix125}; fi
 for d in ${DEVICES//,/ }; do
-    case $d in hw|plughw|dmix) ;; *) fail "HW_DEVICES: no device '$d' (hw, plughw, dmix)";; esac
+    case $d in hw|plughw|dmix|dmix125) ;; *) fail "HW_DEVICES: no device '$d' (hw, plughw, dmix, dmix125)";; esac
 done
+# A device takes the guest about 170 s (3 devices: 508 s in one run).
+n=$(echo "${DEVICES//,/ }" | wc -w)
+HW_TIMEOUT=${HW_TIMEOUT:-$(( n * 200 + 100 > 600 ? n * 200 + 100 : 600 ))}
 bash scripts/deps.sh qemu-system-x86 busybox-static cpio alsa-utils python3 python3-numpy lame mpg123 kmod
 
 # The kernel: the package linux-image-amd64 depends on, downloaded and extracted (once).
