@@ -280,9 +280,9 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * sound-card rig measured through one: a pause is a drop, and a resume a prepare
      * (paused with its fade played out, the plug with its rate plugin lost a period at two
      * of four resumes in the rig: an xrun as the card went on; dropped, none). A plug in
-     * front of what is not the card (a dmix) keeps the same arithmetic: with it, and not
-     * without it yet, the rig's dmix with 125-ms periods started from the standby without
-     * an underrun in every run (without: one in three). */
+     * front of what is not the card (a dmix) keeps the same arithmetic, with which the rig
+     * measured it: taken away, the dmix with 125-ms periods counted an xrun at a start
+     * from the standby in one of three runs (in none of the runs with it). */
     info->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
     info->can_pause = snd_pcm_hw_params_can_pause(hw) && !info->whole_periods;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process

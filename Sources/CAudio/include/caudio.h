@@ -183,7 +183,8 @@ float sm_peak(const float *in, size_t samples);
  * (alsa_chain.c; alsa-lib has no call that lists a plug's chain): rate_plugin, ALSA's
  * rate converter is in it (it converts whole periods only); card_pointer, the PCM's
  * pointer is the card's own (a hardware PCM, alone or behind a plug's format and channel
- * layers, which move frames one to one): its delay is exact and it pauses in place. */
+ * layers, which move frames one to one): its delay is exact, and a pause can hold it in
+ * place. */
 typedef struct sm_alsa_chain {
     int rate_plugin;
     int card_pointer;
