@@ -29,13 +29,9 @@ struct AlsaChainTests {
         return result
     }()
 
+    /// The text's bytes, without its terminating NUL (the reader takes a length).
     static func read(_ text: String) -> sm_alsa_chain {
-        var bytes = Array(text.utf8)
-        return bytes.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress.map { base in
-                base.withMemoryRebound(to: CChar.self, capacity: buffer.count) { sm_alsa_chain_read($0, buffer.count) }
-            } ?? sm_alsa_chain_read(nil, 0)
-        }
+        text.utf8CString.withUnsafeBufferPointer { sm_alsa_chain_read($0.baseAddress, $0.count - 1) }
     }
 
     @Test("each PCM of the rig, classified", arguments: [
