@@ -4,7 +4,7 @@ Each device is played by stillmoment and captured with arecord on the other end 
 snd-aloop cable (hw:Loopback,1,0 records what hw:Loopback,0,0 plays, paced by the guest
 kernel). The capture side fixes the format the playback side must use: S32 at 44.1 kHz
 for hw (what the engine renders, so the capture must equal the offline render); S16 at
-48 kHz for plughw and the dmix (a Pi's headphone jack: ALSA's plug converts the format,
+48 kHz for plughw and the dmixes (a Pi's headphone jack: ALSA's plug converts the format,
 as `default` does on a Pi image; the daemon opens ALSA without its automatic resampling,
 so the engine renders at 48 kHz there)."""
 
