@@ -105,12 +105,20 @@ struct ScheduleCommand: ParsableCommand {
         }
     }
 
+    /// A one-off time that has passed: it would never ring.
+    static func passed(_ when: ScheduleWhen, now: Int64, zone: ZoneRules) -> CoreError {
+        let t = zone.localTime(now), s = t.secondOfDay
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        let clock = "\(PracticeText.when(t)):\(two(s % 60))"
+        return CoreError.badValue(option: "WHEN", reason: tr("'\(when)' has passed (it is \(clock) now)", "'\(when)' ist vorbei (jetzt ist \(clock))"))
+    }
+
     /// One line when the daemon is not a systemd user service (it must run for schedules).
     static func serviceHint() {
         guard access("/usr/bin/systemctl", X_OK) == 0 || access("/bin/systemctl", X_OK) == 0,
               let pipe = popen("systemctl --user is-enabled stillmoment 2>/dev/null", "r") else { return }
         var buf = [CChar](repeating: 0, count: 64)
-        let line = fgets(&buf, 64, pipe) != nil ? String(cString: buf).trimmingWhitespace() : ""
+        let line = fgets(&buf, 64, pipe) != nil ? String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).trimmingWhitespace() : ""
         pclose(pipe)
         guard line != "enabled" else { return }
         Console.err(Language.current == .de
@@ -124,12 +132,15 @@ struct ScheduleCommand: ParsableCommand {
 
         func run() throws {
             let store = try openStore()
-            do {
+            do throws(CoreError) {
                 let (when, action, name) = try entry.entry()
                 try ScheduleCommand.check(action, store: store)
-                let added = try ScheduleStore(store: store).add(when: when, action: action, name: name, after: LocalTime.now().unix)
                 let zone = ZoneRules.system()
-                let next = when.next(after: LocalTime.now().unix, zone: zone, seed: added.seed, quiet: try ScheduleStore(store: store).quietDays())
+                let now = LocalTime.now().unix
+                guard !when.hasPassed(now: now, zone: zone) else { throw ScheduleCommand.passed(when, now: now, zone: zone) }
+                // The current second still counts: an entry for it rings now, not never.
+                let added = try ScheduleStore(store: store).add(when: when, action: action, name: name, after: now - 1)
+                let next = when.next(after: now - 1, zone: zone, seed: added.seed, quiet: try ScheduleStore(store: store).quietDays())
                 Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(action)"
                             + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when(zone.localTime($0)))" : "; next \(PracticeText.when(zone.localTime($0)))" } ?? ""))
             } catch {
@@ -302,6 +313,10 @@ struct ScheduleCommand: ParsableCommand {
             }
             let store = try openStore()
             var parsed: [(ScheduleWhen, ScheduleAction, String?)] = []
+            // One-off times that have passed are left out and named (an export read back
+            // a day later holds them): they would never ring.
+            var gone: [Int] = []
+            let zone = ZoneRules.system(), now = LocalTime.now().unix
             for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 let line = String(raw).trimmingWhitespace()
                 if line.isEmpty || line.hasPrefix("#") { continue }
@@ -310,7 +325,7 @@ struct ScheduleCommand: ParsableCommand {
                     let options = try EntryOptions.parse(words)
                     let entry = try options.entry()
                     try ScheduleCommand.check(entry.1, store: store)
-                    parsed.append(entry)
+                    if entry.0.hasPassed(now: now, zone: zone) { gone.append(n + 1) } else { parsed.append(entry) }
                 } catch let error as CoreError {
                     throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ") + error.description))
                 } catch {
@@ -322,10 +337,18 @@ struct ScheduleCommand: ParsableCommand {
                 let schedules = ScheduleStore(store: store)
                 if replace { for e in try schedules.all() { try schedules.remove(e.id) } }
                 for (when, action, name) in parsed {
-                    try schedules.add(when: when, action: action, name: name, after: LocalTime.now().unix)
+                    try schedules.add(when: when, action: action, name: name, after: now - 1)
                 }
             } catch { throw Console.fail(error) }
-            Console.out(Language.current == .de ? "\(parsed.count) Einträge hinzugefügt" : "added \(parsed.count) entries")
+            let n = parsed.count
+            Console.out(n == 1 ? tr("added 1 entry", "1 Eintrag hinzugefügt") : tr("added \(n) entries", "\(n) Einträge hinzugefügt"))
+            if !gone.isEmpty {
+                let lines = gone.map(String.init).joined(separator: ", ")
+                Console.err(gone.count == 1
+                    ? tr("note: left out a one-off time that has passed (line \(lines))", "Hinweis: eine einmalige Zeit ausgelassen, die vorbei ist (Zeile \(lines))")
+                    : tr("note: left out \(gone.count) one-off times that have passed (lines \(lines))",
+                         "Hinweis: \(gone.count) einmalige Zeiten ausgelassen, die vorbei sind (Zeilen \(lines))"))
+            }
             ScheduleCommand.notifyDaemon(start: !parsed.isEmpty)
             if !parsed.isEmpty { ScheduleCommand.serviceHint() }
         }

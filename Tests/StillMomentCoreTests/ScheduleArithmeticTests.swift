@@ -113,4 +113,24 @@ struct ScheduleArithmeticTests {
         let off = entries.map { var e = $0; e.enabled = false; return e }
         #expect(ScheduleDecision.decide(off, now: now, zone: utc, quiet: []) { _ in 0 }.wake == nil)
     }
+
+    @Test("a one-off time has passed only before this second; one added in its own second still rings")
+    func passed() throws {
+        let utc = ZoneRules.utc
+        let now = Self.at("2026-11-26T11:26:58Z")
+        let once = try Self.when("2026-11-26T11:26:58")
+        #expect(!once.hasPassed(now: now, zone: utc))
+        #expect(once.hasPassed(now: now + 1, zone: utc))
+        #expect(!(try Self.when("daily 06:00")).hasPassed(now: now, zone: utc), "a repeating time never has")
+        #expect(!(try Self.when("every 45m-90m between 09:00-18:00")).hasPassed(now: now, zone: utc))
+        // `schedule add` hands the store the second before now: the daemon runs it.
+        let added = ScheduleDecision.Entry(id: 1, when: once, enabled: true, lastHandled: now - 1)
+        let d = ScheduleDecision.decide([added], now: now, zone: utc, quiet: []) { _ in 0 }
+        #expect(d.run.map(\.id) == [1] && d.run.first?.at == now && d.missed.isEmpty)
+        // In Berlin's repeated hour, the first 02:30 (+02:00) has passed at the second.
+        let berlin = try Self.zone("Europe/Berlin")
+        let repeated = try Self.when("2026-10-25 02:30")
+        #expect(!repeated.hasPassed(now: Self.at("2026-10-25T00:29:59Z"), zone: berlin))
+        #expect(repeated.hasPassed(now: Self.at("2026-10-25T00:30:01Z"), zone: berlin))
+    }
 }

@@ -3,8 +3,9 @@
 entry a few seconds ahead starts within 100 ms of its time (its lateness recorded by the
 daemon, the sit in the practice log marked scheduled), the schedule survives a daemon
 restart, `upcoming` lists exactly what then rings, a bell while a sit plays is skipped
-and recorded, a daemon with schedules does not exit when idle, and an idle daemon with
-50 entries uses no measurable CPU.
+and recorded, a one-off time that has passed is refused (never kept silently), a daemon
+with schedules does not exit when idle, and an idle daemon with 50 entries uses no
+measurable CPU.
 
 Run from the repository root: python3 Tests/cli/schedule-tests.py (BIN overrides the
 binary). Prints ok:/FAILED: lines and "N passed, N failed"; exits 1 on failure. Every
@@ -123,7 +124,7 @@ def main():
               f"the scheduled sit is in the practice log, marked scheduled ({h})")
 
         # A bell never falls within 2 minutes of the end of a sit.
-        at = int(time.time()) + 2
+        at = int(time.time()) + 3
         c.run("schedule", "add", stamp(at), "--bell", "soft-interval", "--name", "after the sit")
         time.sleep(at - time.time() + 1.5)
         quiet = [e for e in c.listing() if e.get("name") == "after the sit"]
@@ -132,7 +133,7 @@ def main():
 
         # A bell while a sit plays is skipped and recorded.
         rc, out, err = c.run("timer", "24h", "--device", "null", "--detach")
-        at = int(time.time()) + 2
+        at = int(time.time()) + 3
         rc2, out2, err2 = c.run("schedule", "add", stamp(at), "--bell", "clear-strike")
         time.sleep(at - time.time() + 1.5)
         entries = c.listing()
@@ -184,6 +185,21 @@ def main():
         rc3, out3, err3 = c.run("schedule", "import", c.dir + "/again.txt", "--replace")
         rc4, exported2, err4 = c.run("schedule", "export")
         check(rc3 == 0 and exported2 == exported, "an export imports back to the same timetable")
+
+        # A one-off time that has passed would never ring: `add` refuses it in one line (in
+        # German too) and adds nothing; `import` leaves it out and names its line.
+        before = len(c.listing())
+        rc, out, err = c.run("schedule", "add", "2026-01-01 06:00", "--bell", "clear-strike")
+        c.env["LANG"] = "de_DE.UTF-8"
+        rc2, out2, err2 = c.run("schedule", "add", "2026-01-01 06:00", "--bell", "clear-strike")
+        c.env["LANG"] = "C.UTF-8"
+        check(rc == 2 and rc2 == 2 and "has passed" in err and "ist vorbei" in err2 and len(err.strip().splitlines()) == 1
+              and len(c.listing()) == before, f"a one-off time that has passed is refused, nothing added ({err.strip()} | {err2.strip()})")
+        with open(c.dir + "/old.txt", "w") as f:
+            f.write("daily 05:45 --bell clear-strike\n2026-01-01 06:00 --bell clear-strike\n")
+        rc, out, err = c.run("schedule", "import", c.dir + "/old.txt")
+        check(rc == 0 and "added 1 entry" in out and "(line 2)" in err and len(c.listing()) == before + 1,
+              f"import leaves out a one-off time that has passed and names its line ({out.strip()} | {err.strip()[:90]})")
     finally:
         c.close()
 
@@ -193,7 +209,7 @@ def main():
     c.env["STILLMOMENT_SCHEDULE_WAIT"] = "3"
     try:
         c.run("timer", "24h", "--device", "null", "--detach")
-        at = int(time.time()) + 2
+        at = int(time.time()) + 3
         c.run("schedule", "add", stamp(at), "--duration", "20s", "--device", "null", "--name", "waits")
         time.sleep(at - time.time() + 1.0)
         rc, st, err = c.run("status", "--json")
@@ -205,7 +221,7 @@ def main():
               f"a scheduled sit waits while a sit plays (which plays on) and starts once it ends ({waited})")
         c.run("stop")
         c.run("timer", "24h", "--device", "null", "--detach")
-        at = int(time.time()) + 2
+        at = int(time.time()) + 3
         c.run("schedule", "add", stamp(at), "--duration", "20s", "--device", "null", "--name", "gives up")
         time.sleep(at - time.time() + 5.0)
         given = [e for e in c.listing() if e.get("name") == "gives up"]
