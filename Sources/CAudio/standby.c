@@ -110,7 +110,7 @@ void sm_standby_leave(sm_output *o) {
     uint64_t audio_end = 0;
     if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
     uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
-    long k = sm_out_takeable(o);
+    long k = sm_out_takeable(o) - (long)o->dev->info.standby_keep_frames;
     if ((uint64_t)k > silence) k = (long)silence;
     if (k <= 0) return;
     long back = dev_rewind(o, (unsigned long)k);
