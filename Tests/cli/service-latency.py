@@ -63,10 +63,13 @@ def measure(case, what, action):
 def main():
     work = tempfile.mkdtemp(prefix="sm-latency-")
     try:
+        if se.pulse_missing():
+            print(f"skipped: the paced device ({se.pulse_missing()})", flush=True)
+            return 0
         pulse = se.start_pulse(work)
         if not pulse:
-            print("skipped: the paced device (pulseaudio is not installed)", flush=True)
-            return 0
+            print("FAILED: the paced device: PulseAudio is installed but did not start within 5 s", flush=True)
+            return 1
         mp3 = se.make_meditation(work)
         c = se.Case(work, "paced", "pulse", pulse)
         c.sm("import", mp3)

@@ -37,10 +37,30 @@ RATE = 44100
 
 
 def sink_inputs(c):
-    """The sink inputs (streams) on the null sink: their indices."""
+    """The sink inputs (streams) on the null sink: their indices. A pactl that fails raises
+    (a failed listing must not read as "no stream")."""
     r = subprocess.run(["pactl", "list", "short", "sink-inputs"], env=c.env, capture_output=True, text=True,
                        stdin=subprocess.DEVNULL, timeout=10)
+    if r.returncode != 0:
+        raise RuntimeError(f"pactl list failed ({r.returncode}): {r.stderr.strip()}")
     return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+
+
+def same_daemon(c, pid):
+    """The daemon started at the beginning still runs and holds the lock: "no stream" must
+    not be the silence of a daemon that died (another would start on demand)."""
+    try:
+        with open(c.dir + "/run/stillmoment/daemon.lock") as f:
+            held = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        held = None
+    return se.alive(pid) and held == pid
+
+
+def clean_counts(st, state_ok=lambda s: s not in (None, "idle", "paused")):
+    """Status of a session playing, with its counts present and zero (a failed status call
+    gives {}: no count is taken for 0)."""
+    return st.get("underruns") == 0 and st.get("xruns") == 0 and state_ok(st.get("state"))
 
 
 def wait_for(fn, seconds):
@@ -102,10 +122,14 @@ def start_latency(c):
 def main():
     work = tempfile.mkdtemp(prefix="sm-standby-")
     try:
-        pulse = se.start_pulse(work)
-        if not pulse or not shutil.which("pactl"):
-            print("skipped: the paced device (pulseaudio, pactl and parec are needed)", flush=True)
+        if se.pulse_missing():
+            print(f"skipped: the paced device ({se.pulse_missing()})", flush=True)
             return 0
+        pulse = se.start_pulse(work)
+        if not pulse:
+            se.check(False, "the paced device: PulseAudio is installed but did not start within 5 s")
+            print(f"{se.passed} passed, {se.failed} failed", flush=True)
+            return 1
         c = se.Case(work, "standby", "pulse", dict(pulse, TZ="UTC"))
         rc, out, err = c.sm("settings", "set", "output-standby", "sometimes")
         se.check(rc == 2 and "keep-open" in err and "\n" not in err.strip(),
@@ -142,7 +166,7 @@ def main():
         ref_cpu = se.cpu_seconds(ref.pid) - r0
         se.stop_pid(ref.pid)
         ref.wait()
-        se.check(idle_cpu <= 0.05,
+        se.check(idle_cpu <= 0.05 and same_daemon(c, pid),
                  f"keep-open: the warm idle daemon's CPU in 10 s: {idle_cpu:.3f} s (pacat /dev/zero to the same sink: {ref_cpu:.3f} s)")
 
         latency = start_latency(c)
@@ -151,11 +175,11 @@ def main():
         se.check(now == streams, f"a timer plays into the same stream ({streams} → {now})")
         se.check(latency is not None, f"keep-open: start latency, command to the first sound: "
                  f"{'none heard' if latency is None else f'{latency * 1000:.0f} ms'}")
-        se.check(st.get("underruns", 0) == 0 and st.get("xruns", 0) == 0,
-                 f"no underrun or xrun counted for the start ({st.get('underruns')}, {st.get('xruns')})")
+        se.check(clean_counts(st),
+                 f"no underrun or xrun counted for the start ({st.get('state')}, {st.get('underruns')}, {st.get('xruns')})")
         time.sleep(1.0)
         st = status_json(c)
-        se.check(st.get("underruns", 0) == 0 and st.get("xruns", 0) == 0 and st.get("state") not in (None, "idle", "paused"),
+        se.check(clean_counts(st),
                  f"…nor a second later ({st.get('state')}, {st.get('underruns')}, {st.get('xruns')})")
         c.sm("stop")
         idle = c.wait_idle(5)
@@ -165,7 +189,7 @@ def main():
         rc, out, _ = c.sm("timer", "1m", "--preparation", "off", "--device", "pulse", "--detach")
         time.sleep(1.5)
         st = status_json(c)
-        se.check(rc == 0 and st.get("state") not in (None, "idle", "paused") and st.get("underruns", 0) == 0,
+        se.check(rc == 0 and clean_counts(st),
                  f"a second session after the standby: running, no underrun ({st.get('state')}, {st.get('underruns')})")
         c.sm("stop")
         c.wait_idle(5)
@@ -173,7 +197,8 @@ def main():
         # ---- close: the stream goes
         c.sm("settings", "set", "output-standby", "close")
         gone = wait_for(lambda: not sink_inputs(c), 10)
-        se.check(gone, f"close: the stream is closed within a few seconds ({sink_inputs(c)})")
+        se.check(gone and same_daemon(c, pid), f"close: the stream is closed within a few seconds, the daemon runs on "
+                 f"({sink_inputs(c)}; daemon {pid} {'alive' if same_daemon(c, pid) else 'GONE'})")
         # PulseAudio's null sink renders up to 2 s ahead once its last stream has gone, and
         # a stream that comes within that block waits for its end (1.4 s measured here right
         # after the standby's stream closed): the cold start is measured 3 s later.
@@ -185,12 +210,14 @@ def main():
         c.sm("stop")
         c.wait_idle(5)
         time.sleep(1.0)
-        se.check(not sink_inputs(c) and "keptOpen" not in status_json(c), f"close: no stream between sessions ({sink_inputs(c)})")
+        st = status_json(c)
+        se.check(not sink_inputs(c) and st.get("state") == "idle" and "keptOpen" not in st and same_daemon(c, pid),
+                 f"close: no stream between sessions ({sink_inputs(c)}; {st.get('state')}; daemon {pid})")
 
         # ---- keep-open-during-schedule: open from a minute before an entry
         c.sm("settings", "reset", "output-standby")
         time.sleep(3)
-        se.check(not sink_inputs(c), "during-schedule: no stream while nothing is scheduled")
+        se.check(not sink_inputs(c) and same_daemon(c, pid), "during-schedule: no stream while nothing is scheduled")
         at = time.time() + 50
         rc, out, err = c.sm("schedule", "add", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)),
                             "--bell", "clear-strike", "--name", "soon")
@@ -201,7 +228,7 @@ def main():
         for e in json.loads(listed or "{}").get("entries", []):
             c.sm("schedule", "remove", str(e["id"]))
         closed = wait_for(lambda: not sink_inputs(c), 10)
-        se.check(closed, f"during-schedule: the entry removed, the stream closes ({sink_inputs(c)})")
+        se.check(closed and same_daemon(c, pid), f"during-schedule: the entry removed, the stream closes ({sink_inputs(c)})")
 
         # A scheduled sit whose preset names the device: that device is the one opened
         # (not the `device` setting, which the session would then close for its own).
