@@ -289,8 +289,9 @@ def main():
                 finally:
                     os._exit(0)
             os.close(w)
-            os.read(r, 1)
+            listening = os.read(r, 1) == b"1"     # else the fake never listened: no refusal is shown
             os.close(r)
+            check(listening, "the fake daemon (as nobody) listens in the folder")
             rc, out, err = c.run("status")
             time.sleep(0.2)
             check(rc != 0 and "another user" in err and len(err.strip().splitlines()) == 1,

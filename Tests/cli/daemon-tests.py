@@ -1317,8 +1317,10 @@ def case_untrusted(c):
         started = daemons_in(c.run)
         for pid in started:
             stop_pid(pid)
-        check(not bad and heard == "" and conns <= connects and not started,
+        ready = "ready" in fake_log(fake)     # a fake that never listened proves nothing
+        check(ready and not bad and heard == "" and conns <= connects and not started,
               f"untrusted: {what}: status, timer and stop are refused in one line naming the folder and what to do "
+              f"{'' if ready else '(THE FAKE NEVER LISTENED) '}"
               f"({results[0].short()[:160]}); the fake was connected to {conns} time(s) and sent {heard[:80]!r}"
               f"{'; a daemon was started: ' + str(started) if started else ''}{'; ' + ' / '.join(bad) if bad else ''}")
 
@@ -1396,8 +1398,8 @@ def case_untrusted(c):
                if r.rc == 0 or not one_clean_line(r) or tmp_folder not in r.text or "belongs to another user" not in r.text]
         time.sleep(0.2)
         conns, heard = fake_heard(fake)
-        check(not bad and conns == 0 and heard == "",
-              f"untrusted: {tmp_folder} made first by nobody: uid {uid}'s status and timer are refused ({results[0].short()[:150]}); "
+        check("ready" in fake_log(fake) and not bad and conns == 0 and heard == "",
+              f"untrusted: {tmp_folder} made first by nobody (its fake {'listening' if 'ready' in fake_log(fake) else 'NEVER LISTENED'}): uid {uid}'s status and timer are refused ({results[0].short()[:150]}); "
               f"the fake was connected to {conns} time(s){'; ' + ' / '.join(bad) if bad else ''}")
         # With a runtime folder of its own, the client still probes /tmp (a daemon started
         # from cron listens there): it tells why it did not talk there, and starts its own.

@@ -109,7 +109,7 @@ def main():
         rc3, out3, err3 = c.run("play", "Evening", "--output", c.dir + "/g.wav")
         rc4, out4, err4 = c.run("preview", "Evening", "--device", "null")
         n = len(c.history() or [])
-        check(rc == 0 and rc2 == 0 and rc3 == 0 and n == 1, f"renders and a preview are not logged ({n} entries; exits {rc},{rc2},{rc3},{rc4})")
+        check(rc == 0 and rc2 == 0 and rc3 == 0 and rc4 == 0 and n == 1, f"renders and a preview are not logged ({n} entries; exits {rc},{rc2},{rc3},{rc4})")
 
         # A guided meditation in the foreground: logged with its teacher.
         rc, out, err = c.run("play", "Evening", "--device", "null", "--foreground")

@@ -148,6 +148,7 @@ def main():
         pid = c.daemon_pid()
         at = int(time.time()) + 6
         c.run("schedule", "add", stamp(at), "--duration", "10s", "--preparation", "off", "--device", "null", "--name", "after restart")
+        old_gone = False
         if pid:
             os.kill(pid, signal.SIGTERM)
             for _ in range(200):
@@ -155,14 +156,18 @@ def main():
                     os.kill(pid, 0)
                     time.sleep(0.025)
                 except ProcessLookupError:
+                    old_gone = True
                     break
-        c.start_daemon()
+        new = c.start_daemon()
+        restarted = old_gone and c.daemon_pid() == new.pid != pid
         time.sleep(max(0, at - time.time()) + 2.0)
         after = [e for e in c.listing() if e.get("name") == "after restart"]
-        check(after and (after[0].get("lastOutcome") or "").startswith("ran"),
-              f"an entry survives a daemon restart and rings ({after})")
+        check(restarted and after and (after[0].get("lastOutcome") or "").startswith("ran"),
+              f"an entry survives a daemon restart and rings (daemon {pid} → {new.pid}, "
+              f"{'restarted' if restarted else 'NOT restarted'}: {after})")
         rc, st, err = c.run("status")
-        check(rc == 0, f"status answers ({st.strip()})")
+        check(rc == 0 and st.strip().startswith("idle") and "no daemon" not in st and c.daemon_pid() == new.pid,
+              f"status answers, from the new daemon ({st.strip()})")
 
         # A retreat day as a file: a bad line refuses the whole file; export reads back.
         day = c.dir + "/retreat.txt"
