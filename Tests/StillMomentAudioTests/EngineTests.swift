@@ -130,10 +130,10 @@ struct EngineTests {
         // The three pauses and the stop each faded out.
         let faded = rec.indices.dropFirst().filter { rec[$0].gain < 1 && rec[$0 - 1].gain == 1 }
         #expect(faded.count == 4)
-        // The pause positions are where the audio stopped.
         // The pause positions are where the audio stopped: the frame before the n-th
-        // fade-in is the paused position - 1.
+        // fade-in is the paused position - 1 (one fade-in for each of the three resumes).
         let fadeIns = rec.indices.dropLast().filter { rec[$0].gain < 0.006 && rec[$0 + 1].gain > rec[$0].gain }
+        #expect(pausedAt.count == 3 && fadeIns.count == pausedAt.count, "\(pausedAt.count) pauses, \(fadeIns.count) fade-ins")
         for (p, i) in zip(pausedAt, fadeIns) {
             #expect(rec[i].index == p % CountingSource.period, "resumed at \(rec[i].index), paused at \(p)")
         }
