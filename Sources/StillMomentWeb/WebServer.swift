@@ -7,7 +7,6 @@
 // streamed to a private file, stalled for 30 s at most; 64 connections; an event stream
 // whose reader falls 256 KiB behind is dropped. One request a connection.
 import CTLS
-import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
@@ -404,11 +403,16 @@ public final class WebServer {
             c.deadline = now + 3600
             let id = c.id, wake = wakeWrite, finished = self.finished
             let language = request.language
-            DispatchQueue.global().async {
+            // A thread of its own, not Dispatch's pool: once used, its Linux workqueue woke
+            // the idle web app every second from then on (5 wake-ups in 5 s after an upload).
+            let started = BackgroundThread.run {
                 let response = Language.speaking(language) { job() }
                 finished.list.withLock { $0.append((id, response)) }
                 var b: UInt8 = 1
                 _ = write(wake, &b, 1)
+            }
+            if !started {
+                respond(c, .error(503, "busy", tr("cannot start the import now; try again", "der Import lässt sich jetzt nicht starten; versuche es noch einmal")), now: now)
             }
         }
     }

@@ -110,12 +110,17 @@ def cpu_ticks(pid):
 
 
 def wakeups(pid):
-    """Context switches so far: a process that never wakes adds none."""
+    """Context switches so far, of every thread (/proc/PID/status counts the main thread
+    only): a process that never wakes adds none."""
     n = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                n += int(line.split()[1])
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        n += int(line.split()[1])
+        except OSError:
+            pass
     return n
 
 
@@ -136,9 +141,24 @@ def quiet_cost(pid, seconds):
     end = time.monotonic() + 15
     while sockets(pid) > 1 and time.monotonic() < end:
         time.sleep(0.2)
-    time.sleep(1)  # the last close's own work (its code pages are released then)
+    time.sleep(2)  # the last close's own work (its code pages are released then)
     c0, w0 = cpu_ticks(pid), wakeups(pid)
+    def per():
+        out = {}
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                comm = open(f"/proc/{pid}/task/{t}/comm").read().strip()
+                n = sum(int(l.split()[1]) for l in open(f"/proc/{pid}/task/{t}/status") if "ctxt_switches" in l)
+                out[t] = (comm, n)
+            except OSError:
+                pass
+        return out
+    if os.environ.get("WEB_THREADS"):      # WEB_THREADS=1: print each thread's wake-ups
+        p0 = per()
     time.sleep(seconds)
+    if os.environ.get("WEB_THREADS"):
+        p1 = per()
+        print("threads:", {t: (c, n - p0.get(t, (c, 0))[1]) for t, (c, n) in p1.items()}, flush=True)
     return cpu_ticks(pid) - c0, wakeups(pid) - w0
 
 
