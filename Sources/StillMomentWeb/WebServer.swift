@@ -412,7 +412,9 @@ public final class WebServer {
                 _ = write(wake, &b, 1)
             }
             if !started {
-                respond(c, .error(503, "busy", tr("cannot start the import now; try again", "der Import lässt sich jetzt nicht starten; versuche es noch einmal")), now: now)
+                // No thread to be had (resources exhausted): the job runs here, the loop waits,
+                // and its upload is still imported or discarded, never left behind.
+                respond(c, Language.speaking(language) { job() }, now: now)
             }
         }
     }

@@ -107,9 +107,7 @@ struct ScheduleCommand: ParsableCommand {
 
     /// A one-off time that has passed: it would never ring.
     static func passed(_ when: ScheduleWhen, now: Int64, zone: ZoneRules) -> CoreError {
-        let t = zone.localTime(now), s = t.secondOfDay
-        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        let clock = "\(PracticeText.when(t)):\(two(s % 60))"
+        let clock = PracticeText.when(zone.localTime(now), seconds: true)
         return CoreError.badValue(option: "WHEN", reason: tr("'\(when)' has passed (it is \(clock) now)", "'\(when)' ist vorbei (jetzt ist \(clock))"))
     }
 
@@ -138,8 +136,7 @@ struct ScheduleCommand: ParsableCommand {
                 let zone = ZoneRules.system()
                 let now = LocalTime.now().unix
                 guard !when.hasPassed(now: now, zone: zone) else { throw ScheduleCommand.passed(when, now: now, zone: zone) }
-                // The current second still counts: an entry for it rings now, not never.
-                let added = try ScheduleStore(store: store).add(when: when, action: action, name: name, after: now - 1)
+                let added = try ScheduleStore(store: store).add(when: when, action: action, name: name, now: now)
                 let next = when.next(after: now - 1, zone: zone, seed: added.seed, quiet: try ScheduleStore(store: store).quietDays())
                 Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(action)"
                             + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when(zone.localTime($0)))" : "; next \(PracticeText.when(zone.localTime($0)))" } ?? ""))
@@ -337,7 +334,7 @@ struct ScheduleCommand: ParsableCommand {
                 let schedules = ScheduleStore(store: store)
                 if replace { for e in try schedules.all() { try schedules.remove(e.id) } }
                 for (when, action, name) in parsed {
-                    try schedules.add(when: when, action: action, name: name, after: now - 1)
+                    try schedules.add(when: when, action: action, name: name, now: now)
                 }
             } catch { throw Console.fail(error) }
             let n = parsed.count

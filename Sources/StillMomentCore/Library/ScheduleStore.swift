@@ -111,7 +111,10 @@ public struct ScheduleStore: Sendable {
     // MARK: entries
 
     @discardableResult
-    public func add(when: ScheduleWhen, action: ScheduleAction, name: String?, after: Int64) throws(CoreError) -> ScheduleEntry {
+    /// Adds an entry at `now` (unix seconds): its occurrences from this very second on are
+    /// due (one in the current second rings at once, not never).
+    public func add(when: ScheduleWhen, action: ScheduleAction, name: String?, now: Int64) throws(CoreError) -> ScheduleEntry {
+        let after = now - 1
         let whenText = when.description
         guard let data = try? JSONEncoder().encode(action) else { throw CoreError.io(path: "", reason: "cannot encode the action") }
         let json = String(decoding: data, as: UTF8.self)
