@@ -109,19 +109,26 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-def wakeups(pid):
-    """Context switches so far, of every thread (/proc/PID/status counts the main thread
-    only): a process that never wakes adds none."""
-    n = 0
+def thread_wakeups(pid):
+    """Context switches so far of each thread, {tid: (name, count)} (/proc/PID/status counts
+    the main thread only): a thread that never wakes adds none."""
+    out = {}
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                name = f.read().strip()
             with open(f"/proc/{pid}/task/{task}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                        n += int(line.split()[1])
+                n = sum(int(line.split()[1]) for line in f
+                        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+            out[task] = (name, n)
         except OSError:
             pass
-    return n
+    return out
+
+
+def wakeups(pid):
+    """Context switches so far, of every thread: a process that never wakes adds none."""
+    return sum(n for _, n in thread_wakeups(pid).values())
 
 
 def sockets(pid):
@@ -142,24 +149,12 @@ def quiet_cost(pid, seconds):
     while sockets(pid) > 1 and time.monotonic() < end:
         time.sleep(0.2)
     time.sleep(2)  # the last close's own work (its code pages are released then)
-    c0, w0 = cpu_ticks(pid), wakeups(pid)
-    def per():
-        out = {}
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                comm = open(f"/proc/{pid}/task/{t}/comm").read().strip()
-                n = sum(int(l.split()[1]) for l in open(f"/proc/{pid}/task/{t}/status") if "ctxt_switches" in l)
-                out[t] = (comm, n)
-            except OSError:
-                pass
-        return out
-    if os.environ.get("WEB_THREADS"):      # WEB_THREADS=1: print each thread's wake-ups
-        p0 = per()
+    c0, p0 = cpu_ticks(pid), thread_wakeups(pid)
     time.sleep(seconds)
-    if os.environ.get("WEB_THREADS"):
-        p1 = per()
-        print("threads:", {t: (c, n - p0.get(t, (c, 0))[1]) for t, (c, n) in p1.items()}, flush=True)
-    return cpu_ticks(pid) - c0, wakeups(pid) - w0
+    p1 = thread_wakeups(pid)
+    if os.environ.get("WEB_THREADS"):      # WEB_THREADS=1: print each thread's wake-ups
+        print("threads:", {t: (name, n - p0.get(t, (name, 0))[1]) for t, (name, n) in p1.items()}, flush=True)
+    return cpu_ticks(pid) - c0, sum(n for _, n in p1.values()) - sum(n for _, n in p0.values())
 
 
 def start_web(*extra):
