@@ -38,7 +38,7 @@
     X(pa_stream_new) X(pa_stream_connect_playback) X(pa_stream_disconnect) X(pa_stream_unref) \
     X(pa_stream_get_state) X(pa_stream_set_state_callback) X(pa_stream_set_write_callback)   \
     X(pa_stream_set_underflow_callback) X(pa_stream_set_started_callback) X(pa_stream_writable_size) X(pa_stream_write)        \
-    X(pa_stream_get_latency) X(pa_stream_cork) X(pa_stream_flush) X(pa_stream_drain)         \
+    X(pa_stream_get_latency) X(pa_stream_cork) X(pa_stream_flush) X(pa_stream_drain) X(pa_stream_prebuf) \
     X(pa_stream_get_buffer_attr) X(pa_operation_get_state) X(pa_operation_unref) X(pa_strerror)
 
 static struct {
@@ -282,20 +282,30 @@ static long pulse_rewind(sm_backend *b, unsigned long frames) {
     return (long)frames;
 }
 
-/* Pausing corks the stream where it is (the output thread pauses once its fade has been
- * heard); resuming uncorks it with the next write. (Corking is the server's own pause.
- * A flushed stream instead restarts through its start threshold, and PulseAudio 16 was
- * seen to skip the first ms of a restart: the fade-in.) */
+/* Pausing corks the stream (the output thread pauses once its fade has been heard) and
+ * drops the zeros queued behind the fade; resuming uncorks it after the next write, and
+ * the server starts it once its start threshold is queued. (PulseAudio 16 was seen to
+ * skip the first ms of such a restart: the resume's lead of silence, not the fade-in.) */
 static int pulse_pause(sm_backend *b, int enable) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     int r = 0;
     if (enable) {
+        /* Corked, then the zeros still queued after the pause's fade are dropped: the
+         * resume starts with its own lead, not behind them. */
         p->uncork_pending = 0;
+        p->seek_bytes = 0;
         r = finish(p, pa.pa_stream_cork(p->st, 1, op_done_cb, p));
+        if (r == 0) r = finish(p, pa.pa_stream_flush(p->st, op_done_cb, p));
         if (r == 0) p->state = SM_DEV_PAUSED;
     } else if (p->state == SM_DEV_PAUSED) {
-        p->state = SM_DEV_RUNNING;
+        /* The resumed stream starts through its start threshold, as a new one does: a sink
+         * with no other stream on it mixes as far ahead as our latency allows (~400 ms),
+         * and a stream uncorked with only the lead queued would be emptied at once. The
+         * server says when it has started (started_cb); until then it is PREPARED. */
+        pa_operation *op = pa.pa_stream_prebuf(p->st, NULL, NULL);
+        if (op) pa.pa_operation_unref(op);
+        p->state = SM_DEV_PREPARED;
         p->uncork_pending = 1;
     }
     pa.pa_threaded_mainloop_unlock(p->ml);
@@ -453,14 +463,19 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
     info->can_rewind = 1;
     info->sound_server = 1;
     /* PulseAudio takes back what its sink has mixed ahead when a stream is corked, and its
-     * clock is an estimate: 60 ms of zeros after a pause's fade, corked when half are left,
-     * so that what a cork takes back is silence, never the end of the fade (cut in 5 of 20
-     * pauses otherwise). It rewinds its sink to start a resumed stream at once, and up to
-     * 3 ms of it were seen missing: 10 ms of silence lead the fade-in. */
+     * clock is an estimate: the stream is corked once 30 ms of the zeros after a pause's
+     * fade have been heard, so that what a cork takes back is silence, never the end of
+     * the fade (cut in 5 of 20 pauses otherwise). The zeros fill the buffer but a period:
+     * a sink with no other stream on it mixes as far ahead as our latency allows, and with
+     * only 60 ms of zeros it emptied the stream before the cork came (an underrun counted
+     * at every pause, seen only without a recorder on the sink, whose short latency had
+     * kept the sink from mixing ahead). The cork flushes what is left of them (pulse_pause).
+     * It rewinds its sink to start a resumed stream at once, and up to 3 ms of it were
+     * seen missing: 10 ms of silence lead the fade-in. */
     uint32_t ramp = sm_ramp_frames(rate);
-    info->pause_tail_frames = 12 * ramp;
-    if (info->pause_tail_frames > info->period_frames) info->pause_tail_frames = info->period_frames;
-    info->pause_left_frames = info->pause_tail_frames / 2;
+    info->pause_tail_frames = info->buffer_frames > info->period_frames + 12 * ramp
+        ? info->buffer_frames - info->period_frames : 12 * ramp;
+    info->pause_left_frames = info->pause_tail_frames - 6 * ramp;
     info->resume_lead_frames = 2 * ramp;
     /* A start from the standby takes its silence back to 20 ms more than a pause does: the
      * take-back is decided on a latency the server reported a moment before, and on a

@@ -10,7 +10,8 @@ the daemon and the recorder, each stopped by its PID). Prints ok/FAILED lines an
 "N passed, N failed"; exits 1 if any check failed. The recording must hold the tone
 before each pause and after each resume (a recording of silence is a failure, not "no
 click"); PAUSE_CLICK_DUMP=1 prints where the tone is heard against the resumes;
-PAUSE_CLICK_GAPS=0,0.2 chooses the gaps (seconds).
+PAUSE_CLICK_GAPS=0,0.2 chooses the gaps (seconds). Then, with no recorder on the sink (which
+mixes far ahead then), pauses, resumes and seeks must count no xrun or underrun.
 """
 import math
 import os
@@ -88,6 +89,34 @@ def main():
                   f"tone's own; the tone heard before the pause ahead of it (peak {before:.2f}) and after the next "
                   f"resume ({came}))")
         check(status.get("underruns") == 0, f"and no underrun counted for it all ({status.get('underruns')})")
+
+        # No recorder on the sink now: with no other stream on it, the sink mixes as far
+        # ahead as our stream's latency allows (~400 ms), where the recorder's 5 ms had
+        # kept it close. A pause used to empty the stream before its cork came (the server
+        # counted an underrun at every pause); a resume must wait for its start threshold.
+        client.request("play", {"id": "tone", "device": rt.DEVICE})
+        time.sleep(3)
+        counts = []
+        for i in range(6):
+            client.request("pause")
+            time.sleep(0.4)
+            _, paused = client.request("status")
+            client.request("resume")
+            time.sleep(0.8)
+            _, playing = client.request("status")
+            counts.append((paused.get("xruns"), paused.get("underruns"), playing.get("xruns"), playing.get("underruns"),
+                           playing.get("state"), playing.get("paused")))
+        for i in range(4):
+            client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+            time.sleep(0.8)
+        _, after = client.request("status")
+        client.request("stop")
+        print("(xruns, underruns) paused and playing after each resume:", counts, flush=True)
+        check(all(c[:4] == (0, 0, 0, 0) and c[4] == "playing" and c[5] is False for c in counts),
+              "with no other stream on the sink: 6 pauses and resumes count no xrun or underrun, and each "
+              "resume plays")
+        check(after.get("xruns") == 0 and after.get("underruns") == 0 and after.get("state") == "playing",
+              f"…nor do 4 seeks ({after.get('state')}, xruns {after.get('xruns')}, underruns {after.get('underruns')})")
     finally:
         rig.close()
     print(f"{passed} passed, {failed} failed", flush=True)
