@@ -80,6 +80,7 @@ bench: deps-bench release
 	@bash bench/callgrind.sh
 	@BIN=.build/release/stillmoment python3 bench/realtime.py latency
 	@BIN=.build/release/stillmoment python3 bench/realtime.py timing $(TIMING_SECONDS)
+	@BIN=.build/release/stillmoment python3 bench/realtime.py load
 	@bash bench/memory.sh
 	@bash scripts/webenv.sh
 	@.build/web-venv/bin/python bench/web.py

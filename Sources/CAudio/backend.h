@@ -33,6 +33,9 @@ typedef struct sm_backend_config {
     uint32_t rate;        /* 0: 44100 */
     uint32_t buffer_us;   /* 0: the backend's default */
     uint32_t periods;     /* 0: 4 */
+    /* The output asked for real-time scheduling: a backend thread that carries the audio
+     * (libpulse's) raises its priority as the render thread does (sm_raise_thread_nice). */
+    int raise_threads;
 } sm_backend_config;
 
 /* What the device gave, and what it can do. */
@@ -134,7 +137,11 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e);
 /* The device-name policy (device.c): which backend plays `device` (NULL: "default"). The
  * name shown in messages is written to `shown`. */
 sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
-                            char *shown, size_t shown_size, sm_error *e);
+                            int raise_threads, char *shown, size_t shown_size, sm_error *e);
+
+/* Sets the calling thread's nice value to `want`, or as far toward it as RLIMIT_NICE
+ * allows (control.c); never lowers the priority. Returns the nice value it runs at. */
+int sm_raise_thread_nice(int want);
 
 static inline void sm_backend_close(sm_backend *b) {
     if (b) b->ops->close(b);

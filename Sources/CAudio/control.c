@@ -27,7 +27,7 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->rt_priority = c->rt_priority > 0 ? c->rt_priority : 50;
     atomic_init(&o->st_realtime, -1);
 
-    o->dev = sm_backend_open(c->device, c->rate, c->buffer_us, c->periods, o->device, sizeof o->device, e);
+    o->dev = sm_backend_open(c->device, c->rate, c->buffer_us, c->periods, o->want_realtime, o->device, sizeof o->device, e);
     if (!o->dev) { sm_output_close(o); return NULL; }
     const sm_backend_info *dev = &o->dev->info;
     o->info.rate = dev->rate;
@@ -216,11 +216,18 @@ uint32_t sm_output_wait_writable(sm_output *o, uint32_t frames, int timeout_ms) 
  * processes at nice -5 on two cores every seek on PulseAudio ran the device dry (two
  * periods of silence counted; none at nice -10). Linux keeps a nice value per thread. */
 int sm_output_raise_producer(const sm_output *o) {
+    if (!o || !o->want_realtime) {
+        errno = 0;
+        int now = getpriority(PRIO_PROCESS, (id_t)gettid());
+        return errno ? 0 : now;
+    }
+    return sm_raise_thread_nice(-10);
+}
+
+int sm_raise_thread_nice(int want) {
     errno = 0;
     int now = getpriority(PRIO_PROCESS, (id_t)gettid());
     if (errno) now = 0;
-    if (!o || !o->want_realtime) return now;
-    int want = -10;
     struct rlimit rl;
     if (geteuid() != 0 && getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         int floor = 20 - (int)(rl.rlim_cur > 40 ? 40 : rl.rlim_cur);   /* RLIMIT_NICE is 20 - nice */

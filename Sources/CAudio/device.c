@@ -39,7 +39,7 @@ static sm_backend *open_pulse(const sm_backend_config *c, const char *shown, sm_
 }
 
 sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
-                            char *shown, size_t shown_size, sm_error *e) {
+                            int raise_threads, char *shown, size_t shown_size, sm_error *e) {
     const char *name = (device && *device) ? device : "default";
     int pulse = 0, forced_alsa = 0;
     const char *sink = NULL;
@@ -53,7 +53,8 @@ sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_u
         sink = name[6] ? name + 6 : NULL;
     }
     snprintf(shown, shown_size, "%s", name);
-    sm_backend_config c = { .name = pulse ? sink : name, .rate = rate, .buffer_us = buffer_us, .periods = periods };
+    sm_backend_config c = { .name = pulse ? sink : name, .rate = rate, .buffer_us = buffer_us, .periods = periods,
+                            .raise_threads = raise_threads };
     if (pulse) return open_pulse(&c, shown, e);
 
     sm_backend *b = sm_alsa_open(&c, e);
