@@ -525,6 +525,11 @@ static void handle_requests(sm_output *o) {
      * handled: the waits sleep again (before, they saw the request as pending and the
      * thread spun until the drain or fade was over). */
     case SM_REQ_DRAIN:
+        /* Frames came after the last drain was over (a later end): they play first. The
+         * output thread may learn of them only with this request (it was inside the last
+         * drain's dev_drain while the render thread wrote them), and acknowledging it at
+         * once ended the session with them unplayed. */
+        if (o->state == ST_DRAINED && sm_ring_readable(o->ring) > 0) do_resume(o);
         if (o->state == ST_RUNNING) {
             o->draining = 1;
             o->drain_end = atomic_load_explicit(&o->drain_at, memory_order_relaxed);
