@@ -136,8 +136,9 @@ struct ScheduleCommand: ParsableCommand {
                 let zone = ZoneRules.system()
                 let now = LocalTime.now().unix
                 guard !when.hasPassed(now: now, zone: zone) else { throw ScheduleCommand.passed(when, now: now, zone: zone) }
-                let added = try ScheduleStore(store: store).add(when: when, action: action, name: name, now: now)
-                let next = when.next(after: now - 1, zone: zone, seed: added.seed, quiet: try ScheduleStore(store: store).quietDays())
+                let schedules = ScheduleStore(store: store)
+                let added = try schedules.add(when: when, action: action, name: name, now: now)
+                let next = when.next(after: added.lastHandled, zone: zone, seed: added.seed, quiet: try schedules.quietDays())
                 Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(action)"
                             + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when(zone.localTime($0)))" : "; next \(PracticeText.when(zone.localTime($0)))" } ?? ""))
             } catch {

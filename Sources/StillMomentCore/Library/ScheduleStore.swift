@@ -110,9 +110,9 @@ public struct ScheduleStore: Sendable {
 
     // MARK: entries
 
-    @discardableResult
     /// Adds an entry at `now` (unix seconds): its occurrences from this very second on are
-    /// due (one in the current second rings at once, not never).
+    /// due (one in the current second rings at once, not never): `lastHandled` is `now - 1`.
+    @discardableResult
     public func add(when: ScheduleWhen, action: ScheduleAction, name: String?, now: Int64) throws(CoreError) -> ScheduleEntry {
         let after = now - 1
         let whenText = when.description
