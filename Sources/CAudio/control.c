@@ -215,13 +215,8 @@ uint32_t sm_output_wait_writable(sm_output *o, uint32_t frames, int timeout_ms) 
  * comes from the render thread, which had the priority of any process: beside six busy
  * processes at nice -5 on two cores every seek on PulseAudio ran the device dry (two
  * periods of silence counted; none at nice -10). Linux keeps a nice value per thread. */
-int sm_output_raise_producer(const sm_output *o) {
-    if (!o || !o->want_realtime) {
-        errno = 0;
-        int now = getpriority(PRIO_PROCESS, (id_t)gettid());
-        return errno ? 0 : now;
-    }
-    return sm_raise_thread_nice(-10);
+void sm_output_raise_producer(const sm_output *o) {
+    if (o && o->want_realtime) sm_raise_thread_nice(-10);
 }
 
 int sm_raise_thread_nice(int want) {

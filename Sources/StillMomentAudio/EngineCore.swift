@@ -300,7 +300,7 @@ final class EngineCore: @unchecked Sendable {
     func renderLoop() {
         threadRunning.store(true, ordering: .releasing)
         // What the device plays after a seek or a resume is rendered here, under a deadline.
-        if let output { _ = sm_output_raise_producer(output) }
+        if let output { sm_output_raise_producer(output) }
         defer {
             threadRunning.store(false, ordering: .releasing)
             // Answer anyone still waiting.

@@ -131,8 +131,8 @@ sm_output_stats sm_output_get_stats(const sm_output *out);
 void sm_output_last_error(const sm_output *out, sm_error *error);
 /* Called on the thread that fills the ring (the render thread): when the output asked for
  * real-time scheduling, raises that thread's priority to nice -10, or as far as
- * RLIMIT_NICE allows. Returns the nice value it runs at. */
-int sm_output_raise_producer(const sm_output *out);
+ * RLIMIT_NICE allows. */
+void sm_output_raise_producer(const sm_output *out);
 /* 1 once the device has been lost (one atomic load, for the render loop). */
 int sm_output_failed(const sm_output *out);
 
