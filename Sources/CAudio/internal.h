@@ -154,7 +154,7 @@ static inline uint32_t dev_held(sm_output *o) { return o->dev->ops->held ? o->de
 void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);
 void sm_out_fail(sm_output *o, int err, const char *what);
 int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
-int sm_out_ramp_out(sm_output *o);
+int sm_out_ramp_out(sm_output *o, uint32_t zeros);
 void sm_out_flush_ring(sm_output *o);
 long sm_out_takeable(sm_output *o);
 void sm_out_wait_for_data(sm_output *o, uint32_t want, int timeout_ms);

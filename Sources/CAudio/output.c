@@ -108,28 +108,34 @@ void sm_out_fail(sm_output *o, int err, const char *what) {
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
 }
 
-/* Converts and writes `n` frames of fbuf (`silent`: n frames of zeros, fbuf unused).
- * Returns the frames written: all n, or fewer when `lost` is given and a recovery from
- * an xrun found that the device had dropped frames it took before (*lost of them,
- * ops.unplayed): the caller plays those again first, then the rest. -1 when the device
- * is lost. */
-static long write_frames(sm_output *o, uint32_t n, int silent, uint32_t *lost) {
+/* The n frames of fbuf in the device's format (`silent`: n frames of zeros, fbuf unused):
+ * fbuf itself for a float device, else obuf. Either holds chunk_frames. */
+static void *device_frames(sm_output *o, uint32_t n, int silent) {
     size_t samples = (size_t)n * CHANNELS;
-    size_t frame_bytes = CHANNELS * sm_format_bytes(o->info.format);
-    const void *src = o->fbuf;
     if (silent) {
         /* Zeros as they are, in the device's format: the standby writes nothing else
          * between sessions, and converting (and dithering) them cost CPU for nothing. */
         void *zeros = o->info.format == SM_FORMAT_FLOAT ? (void *)o->fbuf : o->obuf;
-        memset(zeros, 0, (size_t)n * frame_bytes);
-        src = zeros;
-    } else if (o->info.format == SM_FORMAT_S16) {
-        sm_convert_s16(o->fbuf, o->obuf, samples, &o->dither);
-        src = o->obuf;
-    } else if (o->info.format == SM_FORMAT_S32) {
-        sm_convert_s32(o->fbuf, o->obuf, samples);
-        src = o->obuf;
+        memset(zeros, 0, samples * sm_format_bytes(o->info.format));
+        return zeros;
     }
+    if (o->info.format == SM_FORMAT_S16) {
+        sm_convert_s16(o->fbuf, o->obuf, samples, &o->dither);
+        return o->obuf;
+    }
+    if (o->info.format == SM_FORMAT_S32) {
+        sm_convert_s32(o->fbuf, o->obuf, samples);
+        return o->obuf;
+    }
+    return o->fbuf;
+}
+
+/* Writes n frames of src (from device_frames). Returns the frames written: all n, or
+ * fewer when `lost` is given and a recovery from an xrun found that the device had
+ * dropped frames it took before (*lost of them, ops.unplayed): the caller plays those
+ * again first, then the rest. -1 when the device is lost. */
+static long write_src(sm_output *o, const void *src, uint32_t n, uint32_t *lost) {
+    size_t frame_bytes = CHANNELS * sm_format_bytes(o->info.format);
     uint32_t done = 0;
     int attempts = 0;
     while (done < n) {
@@ -149,6 +155,11 @@ static long write_frames(sm_output *o, uint32_t n, int silent, uint32_t *lost) {
     }
     o->dev_pos += done;
     return done;
+}
+
+/* Converts and writes `n` frames of fbuf (`silent`: zeros): write_src's result. */
+static long write_frames(sm_output *o, uint32_t n, int silent, uint32_t *lost) {
+    return write_src(o, device_frames(o, n, silent), n, lost);
 }
 
 /* Writes all n frames of fbuf: 0, or -1 when the device is lost. */
@@ -331,14 +342,20 @@ static void take_back(sm_output *o) {
 }
 
 /* Ramps the output to zero within ~5 ms of what is heard now: takes back queued audio,
- * then writes a 5-ms fade of the same audio. Sets stop_index to the first ring frame
- * not played. */
-int sm_out_ramp_out(sm_output *o) {
+ * then writes a 5-ms fade of the same audio, and up to `zeros` frames of silence after it
+ * in the same write (as many as the buffers hold). Sets stop_index to the first ring frame
+ * not played. Returns the zeros written, or -1 when the device is lost.
+ * Why one write: on a sound server's stream the take-back and what comes after it reach
+ * the server as one message then. The fade alone (5 ms, 17 ms queued after the
+ * take-back) let PulseAudio's sink, mixing far ahead, run the stream dry before the
+ * pause's zeros arrived in the next message: an underrun at 1 in 20 pauses. */
+int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
     o->fading = 0;   /* a pause or flush overrides a fade in progress */
     take_back(o);
     o->gain_target = 0.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
     uint32_t n = o->ramp_frames;
+    uint32_t z = 0;
     if (o->gain > 0.0f) {
         uint64_t start = o->next_ring;
         uint32_t got = fetch(o, n);
@@ -350,14 +367,20 @@ int sm_out_ramp_out(sm_output *o) {
         }
         apply_gain(o, n, start, got);
         o->gain_step = 1.0f / (float)o->ramp_frames;   /* the fade-in after it: full length */
+        /* chunk_frames >= ramp_frames (sm_output_open) */
+        z = o->chunk_frames - n < zeros ? o->chunk_frames - n : zeros;
+        char *src = device_frames(o, n, 0);
+        size_t frame_bytes = CHANNELS * sm_format_bytes(o->info.format);
+        memset(src + (size_t)n * frame_bytes, 0, (size_t)z * frame_bytes);
         uint64_t dev_start = o->dev_pos;
-        if (write_device(o, n) < 0) return -1;
+        if (write_src(o, src, n + z, NULL) < 0) return -1;
         if (got) add_segment(o, dev_start, start, got);
+        if (z) o->hist_valid = 0;   /* a rewind must not reach back across silence */
     }
     o->gain = 0.0f;
     o->replay_to = 0;
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
-    return 0;
+    return (int)z;
 }
 
 void sm_out_flush_ring(sm_output *o) {
@@ -376,13 +399,14 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
     nanosleep(&ts, NULL);
 }
 
-/* After a fade to zero: lets it play out, pauses the device and flushes the ring. */
-static void settle_paused(sm_output *o) {
+/* After a fade to zero (and `written` of the zeros after it): lets it play out, pauses
+ * the device and flushes the ring. */
+static void settle_paused(sm_output *o, uint32_t written) {
     /* Zeros after the fade, so the device holds silence while paused. */
     const uint32_t left = o->pause_left;
     /* On a device that converts whole periods the zeros end on a period boundary: a
      * partial period would wait inside it, and the card run dry before it. */
-    uint32_t tail = o->pause_tail;
+    uint32_t tail = o->pause_tail > written ? o->pause_tail - written : 0;
     const uint32_t period = o->info.period_frames;
     if (o->dev->info.whole_periods && period) {
         uint32_t rest = (dev_held(o) + tail) % period;
@@ -412,8 +436,9 @@ static void settle_paused(sm_output *o) {
 }
 
 static void do_pause(sm_output *o) {
-    if (sm_out_ramp_out(o) < 0) return;
-    settle_paused(o);
+    int written = sm_out_ramp_out(o, o->pause_tail);
+    if (written < 0) return;
+    settle_paused(o, (uint32_t)written);
 }
 
 /* Starts a long fade at the consumer; the loop finishes it (finish_fade). */
@@ -429,7 +454,7 @@ static void finish_fade(sm_output *o) {
     o->fading = 0;
     o->replay_to = 0;
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
-    settle_paused(o);
+    settle_paused(o, 0);
 }
 
 static void do_resume(sm_output *o) {
@@ -461,7 +486,7 @@ static void do_resume(sm_output *o) {
 }
 
 static void do_flush(sm_output *o) {
-    if (sm_out_ramp_out(o) < 0) return;
+    if (sm_out_ramp_out(o, 0) < 0) return;
     sm_out_flush_ring(o);
     o->gain_target = 1.0f;
     /* The ring is empty now and the producer refills it from the new position: the

@@ -21,7 +21,7 @@ uint32_t sm_standby_start_frames(const sm_output *o) {
 
 /* The session is over; the device stays open and running on silence. */
 void sm_standby_enter(sm_output *o) {
-    if (o->state == ST_RUNNING && sm_out_ramp_out(o) < 0) return;
+    if (o->state == ST_RUNNING && sm_out_ramp_out(o, 0) < 0) return;
     o->fading = 0;
     o->draining = 0;
     sm_out_flush_ring(o);
