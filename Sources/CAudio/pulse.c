@@ -492,7 +492,9 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
      * take-back is decided on a latency the server reported a moment before, and on a
      * loaded machine (six busy processes at nice -5 beside) the server had read past it
      * by then: the stream ran empty at 6 of 20 starts (the standby test's start, repeated);
-     * 0 of 50 with these 20 ms. It costs a warm start on PulseAudio 20 ms. */
+     * 0 of 50 with these 20 ms. It costs a warm start on PulseAudio 20 ms. Still needed
+     * with the render and libpulse threads raised: 7 of 40 such starts ran it empty
+     * without, 0 of 40 with (a probe, 2026-11-26). */
     info->standby_keep_frames = rate / 50;
     return &p->base;
 }
