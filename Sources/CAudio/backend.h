@@ -140,8 +140,8 @@ sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_u
                             int raise_threads, char *shown, size_t shown_size, sm_error *e);
 
 /* Sets the calling thread's nice value to `want`, or as far toward it as RLIMIT_NICE
- * allows (control.c); never lowers the priority. Returns the nice value it runs at. */
-int sm_raise_thread_nice(int want);
+ * allows (control.c); never lowers the priority, and a refusal leaves it as it was. */
+void sm_raise_thread_nice(int want);
 
 static inline void sm_backend_close(sm_backend *b) {
     if (b) b->ops->close(b);

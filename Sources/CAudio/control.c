@@ -219,7 +219,7 @@ void sm_output_raise_producer(const sm_output *o) {
     if (o && o->want_realtime) sm_raise_thread_nice(-10);
 }
 
-int sm_raise_thread_nice(int want) {
+void sm_raise_thread_nice(int want) {
     errno = 0;
     int now = getpriority(PRIO_PROCESS, (id_t)gettid());
     if (errno) now = 0;
@@ -228,6 +228,5 @@ int sm_raise_thread_nice(int want) {
         int floor = 20 - (int)(rl.rlim_cur > 40 ? 40 : rl.rlim_cur);   /* RLIMIT_NICE is 20 - nice */
         if (want < floor) want = floor;
     }
-    if (want >= now) return now;
-    return setpriority(PRIO_PROCESS, (id_t)gettid(), want) == 0 ? want : now;
+    if (want < now) (void)setpriority(PRIO_PROCESS, (id_t)gettid(), want);   /* refused: as it was */
 }

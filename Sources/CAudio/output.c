@@ -108,6 +108,11 @@ void sm_out_fail(sm_output *o, int err, const char *what) {
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
 }
 
+/* Bytes per frame in the device's format. */
+static size_t device_frame_bytes(const sm_output *o) {
+    return CHANNELS * sm_format_bytes(o->info.format);
+}
+
 /* The n frames of fbuf in the device's format (`silent`: n frames of zeros, fbuf unused):
  * fbuf itself for a float device, else obuf. Either holds chunk_frames. */
 static void *device_frames(sm_output *o, uint32_t n, int silent) {
@@ -116,7 +121,7 @@ static void *device_frames(sm_output *o, uint32_t n, int silent) {
         /* Zeros as they are, in the device's format: the standby writes nothing else
          * between sessions, and converting (and dithering) them cost CPU for nothing. */
         void *zeros = o->info.format == SM_FORMAT_FLOAT ? (void *)o->fbuf : o->obuf;
-        memset(zeros, 0, samples * sm_format_bytes(o->info.format));
+        memset(zeros, 0, (size_t)n * device_frame_bytes(o));
         return zeros;
     }
     if (o->info.format == SM_FORMAT_S16) {
@@ -135,7 +140,7 @@ static void *device_frames(sm_output *o, uint32_t n, int silent) {
  * dropped frames it took before (*lost of them, ops.unplayed): the caller plays those
  * again first, then the rest. -1 when the device is lost. */
 static long write_src(sm_output *o, const void *src, uint32_t n, uint32_t *lost) {
-    size_t frame_bytes = CHANNELS * sm_format_bytes(o->info.format);
+    size_t frame_bytes = device_frame_bytes(o);
     uint32_t done = 0;
     int attempts = 0;
     while (done < n) {
@@ -160,11 +165,6 @@ static long write_src(sm_output *o, const void *src, uint32_t n, uint32_t *lost)
 /* Converts and writes `n` frames of fbuf (`silent`: zeros): write_src's result. */
 static long write_frames(sm_output *o, uint32_t n, int silent, uint32_t *lost) {
     return write_src(o, device_frames(o, n, silent), n, lost);
-}
-
-/* Writes all n frames of fbuf: 0, or -1 when the device is lost. */
-static int write_device(sm_output *o, uint32_t n) {
-    return write_frames(o, n, 0, NULL) < 0 ? -1 : 0;
 }
 
 /* Applies the ramp gain to fbuf in place. A fade-out multiplies, then steps down
@@ -370,8 +370,7 @@ int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
         /* chunk_frames >= ramp_frames (sm_output_open) */
         z = o->chunk_frames - n < zeros ? o->chunk_frames - n : zeros;
         char *src = device_frames(o, n, 0);
-        size_t frame_bytes = CHANNELS * sm_format_bytes(o->info.format);
-        memset(src + (size_t)n * frame_bytes, 0, (size_t)z * frame_bytes);
+        memset(src + (size_t)n * device_frame_bytes(o), 0, (size_t)z * device_frame_bytes(o));
         uint64_t dev_start = o->dev_pos;
         if (write_src(o, src, n + z, NULL) < 0) return -1;
         if (got) add_segment(o, dev_start, start, got);
