@@ -15,6 +15,9 @@ public final class Voice {
     public private(set) var fadeOutFrames: Int64 = 0
     /// The frame at which the voice stops (exclusive), if any.
     public private(set) var stop: Int64?
+    /// The stop it was made with: a voice whose stop or fade changed since (an error, its
+    /// end found, a finish) is made again by a seek, not kept.
+    private let madeStop: Int64?
     /// The source ran out at this timeline frame.
     public private(set) var sourceEnd: Int64?
     /// The timeline frame the source is positioned at (next frame to read).
@@ -28,6 +31,7 @@ public final class Voice {
         self.gain = gain
         self.fadeIn = max(0, fadeIn)
         self.stop = stop
+        madeStop = stop
         if let length = source.length { sourceEnd = start + length }
         sourcePosition = start
     }
@@ -46,6 +50,9 @@ public final class Voice {
     }
 
     public func setStop(_ frame: Int64?) { stop = frame }
+
+    /// Neither stopped nor faded since it was made: a seek may keep it.
+    var isAsMade: Bool { stop == madeStop && fadeOutStart == nil }
 
     /// The full envelope (gain, fade-in, fade-out) at frame t.
     @inline(__always)
