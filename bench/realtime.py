@@ -6,7 +6,8 @@ rate; a foreground `stillmoment daemon` plays on its `pulse` device (PulseAudio'
 protocol; `alsa:pulse` is ALSA's pulse plugin); `parec` records the
 sink's monitor, each read stamped with CLOCK_MONOTONIC on arrival.
 
-  realtime.py latency        pause → silence at the monitor (ms), and the click at the pause
+  realtime.py latency        pause → silence at the monitor (ms), and the click at the pause;
+                             the silence between the old audio and the new at a seek (ms)
   realtime.py timing [SECS]  a timer of SECS (default 600) with a gong every minute: the
                              audio clock against CLOCK_MONOTONIC (drift), and the gong onsets
                              in the captured stream against their scheduled times
@@ -229,6 +230,34 @@ def onsets(x, start=0, block=44):
     return found
 
 
+def seek_gap(rec, x, t):
+    """The silence between the old audio and the new at a seek sent at time t, on a
+    recording of the steady tone: (gap ms, largest sample step around it, whether the tone
+    was heard when the seek was sent), or None when the recording does not cover it. The
+    first quiet millisecond (peak <= 0.01) after the send is the old audio's end, the next
+    loud one the new audio's start."""
+    block = RATE // 1000
+
+    def quiet(i):
+        return max((abs(v) for v in x[i:i + block]), default=0.0) <= 0.01
+
+    a = rec.index_at(t)
+    if a is None:
+        return None
+    k = max(block, a - RATE // 10)
+    playing = not quiet(k)
+    while k < len(x) - block and not quiet(k):
+        k += block
+    q = k
+    while q < len(x) - block and quiet(q):
+        q += block
+    if q >= len(x) - block:
+        return None
+    lo, hi = max(1, k - RATE // 20), min(len(x), q + RATE // 20)
+    worst = max((abs(x[i] - x[i - 1]) for i in range(lo, hi)), default=0.0)
+    return (q - k) * 1000 / RATE, worst, playing
+
+
 def latency(rounds=5):
     rig = Rig()
     try:
@@ -245,6 +274,11 @@ def latency(rounds=5):
             time.sleep(1.0)
             client.request("resume")
             time.sleep(2.5)   # PulseAudio refills its buffer after a resume before its clock moves
+        seeks = []
+        for i in range(rounds):
+            t, _ = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+            seeks.append(t)
+            time.sleep(1.0)
         _, status = client.request("status")
         client.request("stop")
         time.sleep(0.5)
@@ -293,6 +327,14 @@ def latency(rounds=5):
         report("click at the pause: largest sample step within 50 ms of the transition, "
                f"vs the tone's own largest step ({tone_step:.4f})",
                f"{worst_step / tone_step:.2f}", "x", "<= 1", worst_step <= tone_step * 1.001)
+        gaps = [g for g in (seek_gap(rec, x, t) for t in seeks) if g is not None and g[2]]
+        if len(gaps) < rounds:
+            report("seek: silence between the old audio and the new", "n/a", "", "<= 50 ms", False)
+        else:
+            worst_gap = max(g[0] for g in gaps)
+            report(f"seek by ±15 s: silence between the old audio and the new at the monitor (worst of {rounds}; "
+                   f"largest sample step {max(g[1] for g in gaps) / tone_step:.2f} x the tone's own)",
+                   f"{worst_gap:.1f}", "ms", "<= 50", worst_gap <= 50)
         print(f"  underruns during the run: {status.get('underruns')} (xruns {status.get('xruns')}, "
               f"silence insertions {status.get('silences')})", flush=True)
     finally:

@@ -54,10 +54,11 @@ typedef struct sm_backend_info {
      * that takes back what it mixed ahead when paused needs a longer tail. */
     uint32_t pause_tail_frames;
     uint32_t pause_left_frames;
-    /* What a start from the standby leaves of the silence queued, beyond a rewind's own
-     * margin (0: nothing more). A server rewinds its sink when asked; a take-back that
-     * lands behind where the server reads by then empties the stream (an underflow). */
-    uint32_t standby_keep_frames;
+    /* What taking back queued silence leaves of it (a start from the standby, a seek's
+     * refill), beyond a rewind's own margin (0: nothing more). A server rewinds its sink
+     * when asked; a take-back that lands behind where the server reads by then empties
+     * the stream (an underflow). */
+    uint32_t silence_keep_frames;
     /* Silence written before a resume's fade-in (a server that loses the first ms of a
      * restarted stream needs some); 0: none. */
     uint32_t resume_lead_frames;

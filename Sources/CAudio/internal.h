@@ -69,6 +69,8 @@ struct sm_output {
     uint32_t chunk_frames; /* fbuf and obuf hold this many frames: a longer write goes in pieces */
     uint32_t refill_grace; /* after a flush (a seek): silence the device needs while the
                               producer refills is not an underrun, for up to this many frames */
+    int refill_silence;   /* after a flush: the silence written while the producer refills is
+                             taken back once it has (sm_out_take_back_silence) */
     uint32_t dither;
     int state;
     int draining;
@@ -157,6 +159,7 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
 int sm_out_ramp_out(sm_output *o, uint32_t zeros);
 void sm_out_flush_ring(sm_output *o);
 long sm_out_takeable(sm_output *o);
+void sm_out_take_back_silence(sm_output *o);
 void sm_out_wait_for_data(sm_output *o, uint32_t want, int timeout_ms);
 uint32_t sm_standby_start_frames(const sm_output *o);
 void sm_standby_enter(sm_output *o);

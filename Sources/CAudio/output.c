@@ -280,6 +280,7 @@ static int play_ring(sm_output *o, uint32_t n) {
     if (done) add_segment(o, dev_start, start, (uint64_t)done);
     if (lost) replay_dropped(o, lost, got - (uint32_t)done);
     o->refill_grace = 0;   /* the producer has refilled */
+    o->refill_silence = 0; /* audio follows the silence now: it stays */
     long delay;
     if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed) &&
         dev_state(o) == SM_DEV_RUNNING && dev_delay(o, &delay) == 0 && delay > 0)
@@ -339,6 +340,22 @@ static void take_back(sm_output *o) {
     if (back <= 0) return;
     unwrite(o, (uint64_t)back, 0);
     atomic_fetch_add_explicit(&o->st_rewinds, 1, memory_order_relaxed);
+}
+
+/* Takes back the silence queued after the last audio written (where the device allows),
+ * down to the safety margin of sm_out_takeable and the device's silence_keep_frames:
+ * what is written next is heard within a few ms. Audio already queued is never touched.
+ * (A start from the standby; a seek once the producer has refilled.) */
+void sm_out_take_back_silence(sm_output *o) {
+    o->refill_silence = 0;
+    uint64_t audio_end = 0;
+    if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
+    uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
+    long k = sm_out_takeable(o) - (long)o->dev->info.silence_keep_frames;
+    if ((uint64_t)k > silence) k = (long)silence;
+    if (k <= 0) return;
+    long back = dev_rewind(o, (unsigned long)k);
+    if (back > 0) o->dev_pos -= (uint64_t)back;
 }
 
 /* Ramps the output to zero within ~5 ms of what is heard now: takes back queued audio,
@@ -427,6 +444,7 @@ static void settle_paused(sm_output *o, uint32_t written) {
         dev_drop(o);
     }
     sm_out_flush_ring(o);
+    o->refill_silence = 0;
     o->state = ST_PAUSED;
     o->draining = 0;     /* a fade or pause that came during a drain: the stream rests instead */
     o->gain_step = 1.0f / (float)o->ramp_frames;
@@ -492,6 +510,10 @@ static void do_flush(sm_output *o) {
      * silence a running device needs meanwhile is the seek's, not an underrun (up to
      * 200 ms; a producer that takes longer is stalled, and counted). */
     o->refill_grace = o->info.rate / 5;
+    /* That silence goes in whole periods (a PulseAudio stream's are 125 ms): written in
+     * front of the new audio, it left 250 ms between the old audio and the new at every
+     * seek there (20-40 ms on hw). It is taken back once the producer has refilled. */
+    o->refill_silence = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
 }
 
 /* Marks requests up to `seq` done; never moves back (a drain finished late must not undo
@@ -667,7 +689,14 @@ void *sm_output_thread_main(void *arg) {
          * draining): the fade always has real audio, as on a paced device, whose ring
          * runs ahead. */
         const uint32_t reserve = (!paced && !o->draining) ? o->ramp_frames : 0;
-        if (pending >= period + reserve || (o->draining && pending > 0)) {
+        /* A seek's refill on a paced device: what the device needs meanwhile is silence
+         * (below), also while the first frames come; once the producer has rendered a
+         * tenth of a second (or drains: the end is near), that silence is taken back and
+         * the new audio goes in its place. */
+        if (o->refill_silence && (pending >= sm_standby_start_frames(o) || o->draining))
+            sm_out_take_back_silence(o);
+        const int refilling = o->refill_silence;
+        if (!refilling && (pending >= period + reserve || (o->draining && pending > 0))) {
             uint32_t n = pending < period ? pending : period;
             /* On a device that converts whole periods (plughw's rate plugin), a write that
              * leaves part of a period inside it (after a ramp, a tail or a partial write)
@@ -698,7 +727,7 @@ void *sm_output_thread_main(void *arg) {
                 /* Draining (nothing pending): drain the last period. */
                 if (o->draining) { end_stream(o); continue; }
                 /* The device would run dry: play what there is, else silence. */
-                if (pending > 0) {
+                if (pending > 0 && !refilling) {
                     play_ring(o, pending);
                 } else {
                     int counted = o->refill_grace == 0;
@@ -711,10 +740,12 @@ void *sm_output_thread_main(void *arg) {
             update_clock(o);
             uint64_t slack = (uint64_t)delay - period;
             int ms = (int)(slack * 1000 / o->info.rate);
-            sm_out_wait_for_data(o, period, ms < 1 ? 1 : ms);
+            sm_out_wait_for_data(o, refilling ? sm_standby_start_frames(o) : period, ms < 1 ? 1 : ms);
         } else {
             /* A device that does not pace (null, file) or has not started: the stream
-             * stays exact by waiting for the producer. */
+             * stays exact by waiting for the producer. (A refill's silence stays where the
+             * device is not running: the audio follows it.) */
+            if (refilling) { sm_out_take_back_silence(o); continue; }
             if (o->draining) { end_stream(o); continue; }
             update_clock(o);
             sm_out_wait_for_data(o, period + reserve, 20);

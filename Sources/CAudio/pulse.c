@@ -494,7 +494,9 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
      * by then: the stream ran empty at 6 of 20 starts (the standby test's start, repeated);
      * 0 of 50 with these 20 ms. It costs a warm start on PulseAudio 20 ms. Still needed
      * with the render and libpulse threads raised: 7 of 40 such starts ran it empty
-     * without, 0 of 40 with (a probe, 2026-11-26). */
-    info->standby_keep_frames = rate / 50;
+     * without, 0 of 40 with (a probe, 2026-11-26). A seek's refill takes its silence
+     * back the same way (0 of 200 seeks counted an underrun, and 0 of 40 beside six busy
+     * processes). */
+    info->silence_keep_frames = rate / 50;
     return &p->base;
 }

@@ -12,8 +12,9 @@
 #include <errno.h>
 #include <string.h>
 
-/* Frames in the ring that end a standby: a tenth of a second (the new session's first
- * blocks come within a millisecond of each other), so the stream does not run dry at once. */
+/* Frames in the ring that end a standby, or a seek's refill (the silence before them is
+ * taken back then): a tenth of a second (the new session's first blocks come within a
+ * millisecond of each other), so the stream does not run dry at once. */
 uint32_t sm_standby_start_frames(const sm_output *o) {
     uint32_t want = o->info.rate / 10, half = o->info.ring_frames / 2;
     return want < half ? want : half;
@@ -36,6 +37,7 @@ void sm_standby_enter(sm_output *o) {
     o->gain_target = 1.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
     o->refill_grace = 0;
+    o->refill_silence = 0;
     o->state = ST_STANDBY;
     o->standby_probe = 1;
     sm_out_publish_clock(o, o->next_ring, o->next_ring, 0);
@@ -106,13 +108,5 @@ void sm_standby_keep(sm_output *o) {
 void sm_standby_leave(sm_output *o) {
     o->state = ST_RUNNING;
     o->refill_grace = o->info.rate / 5;
-    /* Only silence: what was written after the last session's audio. */
-    uint64_t audio_end = 0;
-    if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
-    uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
-    long k = sm_out_takeable(o) - (long)o->dev->info.standby_keep_frames;
-    if ((uint64_t)k > silence) k = (long)silence;
-    if (k <= 0) return;
-    long back = dev_rewind(o, (unsigned long)k);
-    if (back > 0) o->dev_pos -= (uint64_t)back;
+    sm_out_take_back_silence(o);
 }

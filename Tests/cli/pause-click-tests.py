@@ -10,7 +10,8 @@ the daemon and the recorder, each stopped by its PID). Prints ok/FAILED lines an
 "N passed, N failed"; exits 1 if any check failed. The recording must hold the tone
 before each pause and after each resume (a recording of silence is a failure, not "no
 click"); PAUSE_CLICK_DUMP=1 prints where the tone is heard against the resumes;
-PAUSE_CLICK_GAPS=0,0.2 chooses the gaps (seconds). Then, with no recorder on the sink (which
+PAUSE_CLICK_GAPS=0,0.2 chooses the gaps (seconds). Four seeks follow: the new audio must
+come within 60 ms of the old, without a click. Then, with no recorder on the sink (which
 mixes far ahead then), pauses, resumes and seeks must count no xrun or underrun.
 """
 import math
@@ -56,6 +57,16 @@ def main():
             t2, _ = client.request("resume")
             time.sleep(1.5)
             marks.append((gap, tp, t, t2))
+        # Seeks: the new audio follows the old within a few tens of ms. The silence the
+        # device needed while the producer refilled went in whole periods of the stream
+        # (125 ms) in front of the new audio: 250 ms between the old and the new at every
+        # seek, until it was taken back once the producer had refilled.
+        time.sleep(0.5)
+        seeks = []
+        for i in range(4):
+            t, _ = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+            seeks.append(t)
+            time.sleep(1.0)
         _, status = client.request("status")
         client.request("stop")
         time.sleep(0.5)
@@ -88,6 +99,16 @@ def main():
                   f"pause {gap * 1000:.0f} ms after a resume: no click (largest step {worst / tone_step:.2f}x the "
                   f"tone's own; the tone heard before the pause ahead of it (peak {before:.2f}) and after the next "
                   f"resume ({came}))")
+        for n, t in enumerate(seeks):
+            found = rt.seek_gap(rec, x, t)
+            if found is None:
+                check(False, f"seek {n + 1}: the recording covers it and the new audio")
+                continue
+            gap, worst, playing = found
+            check(playing and gap <= 60 and worst <= tone_step * 1.001,
+                  f"seek {n + 1} ({15 if n % 2 == 0 else -15:+d} s): the new audio {gap:.0f} ms after the old "
+                  f"(at most 60; 250 before), no click (largest step {worst / tone_step:.2f}x the tone's own)"
+                  + ("" if playing else "; the tone was not heard when the seek was sent"))
         check(status.get("underruns") == 0, f"and no underrun counted for it all ({status.get('underruns')})")
 
         # No recorder on the sink now: with no other stream on it, the sink mixes as far
