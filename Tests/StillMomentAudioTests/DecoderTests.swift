@@ -28,6 +28,33 @@ struct DecoderTests {
         #expect(Double(worst) <= tolerance, "max difference \(worst)")
     }
 
+    @Test("an MP3 without a Xing tag opened with its length known: that length, not a scan; the same samples")
+    func knownLength() throws {
+        // cbr.mp3 without its first frame (LAME's Info tag): a stream with no frame count.
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: Fixtures.path("cbr.mp3"))))
+        let probe = try #require(try MPEGProbe.probe(try AudioFile(path: Fixtures.path("cbr.mp3"))))
+        #expect(probe.declaredFrames != nil)
+        let start = Int(probe.firstFrameOffset) + probe.header.frameLength
+        let dir = TempDir()
+        let path = dir.file("untagged.mp3")
+        try Data(bytes[start...]).write(to: URL(fileURLWithPath: path))
+        #expect(try #require(try MPEGProbe.probe(try AudioFile(path: path))).declaredFrames == nil)
+
+        let scanned = try openDecoder(path: path)
+        let frames = try #require(scanned.totalFrames)
+        let reference = try decodeAll(scanned)
+        #expect(Int64(reference.count / scanned.format.channels) == frames)
+        let known = try openDecoder(path: path, knownFrames: frames)
+        #expect(known.totalFrames == frames)
+        #expect(try decodeAll(known) == reference)
+        // Taken as it is (the import counted it): a different count is not scanned over.
+        #expect(try openDecoder(path: path, knownFrames: frames - 1000).totalFrames == frames - 1000)
+        // A seek lands on the same frames as in the scanned decoder.
+        try known.seek(toFrame: frames / 2)
+        let tail = try decodeAll(known)
+        #expect(tail == Array(reference[(Int(frames / 2) * scanned.format.channels)...]))
+    }
+
     @Test("broken and unsupported files are typed errors", arguments: broken.map(\.file))
     func brokenFiles(_ name: String) throws {
         let entry = try #require(Fixtures.expected.first { $0.file == name })
