@@ -280,7 +280,6 @@ static int play_ring(sm_output *o, uint32_t n) {
     if (done) add_segment(o, dev_start, start, (uint64_t)done);
     if (lost) replay_dropped(o, lost, got - (uint32_t)done);
     o->refill_grace = 0;   /* the producer has refilled */
-    o->refill_silence = 0; /* audio follows the silence now: it stays */
     long delay;
     if (!atomic_load_explicit(&o->st_paced, memory_order_relaxed) &&
         dev_state(o) == SM_DEV_RUNNING && dev_delay(o, &delay) == 0 && delay > 0)
@@ -654,6 +653,23 @@ static void set_realtime(sm_output *o) {
     }
 }
 
+/* The device would run dry and the ring has nothing for it: a period of silence, an
+ * underflow unless a seek's refill is within its grace. */
+static void play_dry_silence(sm_output *o, uint32_t period) {
+    int counted = o->refill_grace == 0;
+    o->refill_grace = o->refill_grace > period ? o->refill_grace - period : 0;
+    sm_out_play_silence(o, period, counted);
+}
+
+/* The device holds `delay` frames, a period or more: sleeps until the ring has `want`
+ * frames or a request comes, at most until only a period is left queued. */
+static void wait_while_fed(sm_output *o, long delay, uint32_t want) {
+    update_clock(o);
+    uint64_t slack = (uint64_t)delay - o->info.period_frames;
+    int ms = (int)(slack * 1000 / o->info.rate);
+    sm_out_wait_for_data(o, want, ms < 1 ? 1 : ms);
+}
+
 void *sm_output_thread_main(void *arg) {
     sm_output *o = arg;
     set_realtime(o);
@@ -689,14 +705,22 @@ void *sm_output_thread_main(void *arg) {
          * draining): the fade always has real audio, as on a paced device, whose ring
          * runs ahead. */
         const uint32_t reserve = (!paced && !o->draining) ? o->ramp_frames : 0;
-        /* A seek's refill on a paced device: what the device needs meanwhile is silence
-         * (below), also while the first frames come; once the producer has rendered a
-         * tenth of a second (or drains: the end is near), that silence is taken back and
-         * the new audio goes in its place. */
-        if (o->refill_silence && (pending >= sm_standby_start_frames(o) || o->draining))
+        /* A seek's refill (a paced device): the device gets silence while the producer
+         * refills, also while its first frames come; once a tenth of a second is rendered
+         * (or a drain comes: the end is near; or the device stopped), that silence is
+         * taken back and the new audio goes in its place, below. */
+        if (o->refill_silence) {
+            const uint32_t enough = sm_standby_start_frames(o);
+            if (pending < enough && !o->draining && dev_state(o) == SM_DEV_RUNNING) {
+                long delay = 0;
+                if (dev_delay(o, &delay) < 0) delay = 0;
+                if (delay < (long)period) play_dry_silence(o, period);
+                else wait_while_fed(o, delay, enough);
+                continue;
+            }
             sm_out_take_back_silence(o);
-        const int refilling = o->refill_silence;
-        if (!refilling && (pending >= period + reserve || (o->draining && pending > 0))) {
+        }
+        if (pending >= period + reserve || (o->draining && pending > 0)) {
             uint32_t n = pending < period ? pending : period;
             /* On a device that converts whole periods (plughw's rate plugin), a write that
              * leaves part of a period inside it (after a ramp, a tail or a partial write)
@@ -727,25 +751,15 @@ void *sm_output_thread_main(void *arg) {
                 /* Draining (nothing pending): drain the last period. */
                 if (o->draining) { end_stream(o); continue; }
                 /* The device would run dry: play what there is, else silence. */
-                if (pending > 0 && !refilling) {
-                    play_ring(o, pending);
-                } else {
-                    int counted = o->refill_grace == 0;
-                    o->refill_grace = o->refill_grace > period ? o->refill_grace - period : 0;
-                    sm_out_play_silence(o, period, counted);
-                }
+                if (pending > 0) play_ring(o, pending);
+                else play_dry_silence(o, period);
                 continue;
             }
             /* Draining too: the end plays out here, where a request is taken up at once. */
-            update_clock(o);
-            uint64_t slack = (uint64_t)delay - period;
-            int ms = (int)(slack * 1000 / o->info.rate);
-            sm_out_wait_for_data(o, refilling ? sm_standby_start_frames(o) : period, ms < 1 ? 1 : ms);
+            wait_while_fed(o, delay, period);
         } else {
             /* A device that does not pace (null, file) or has not started: the stream
-             * stays exact by waiting for the producer. (A refill's silence stays where the
-             * device is not running: the audio follows it.) */
-            if (refilling) { sm_out_take_back_silence(o); continue; }
+             * stays exact by waiting for the producer. */
             if (o->draining) { end_stream(o); continue; }
             update_clock(o);
             sm_out_wait_for_data(o, period + reserve, 20);
