@@ -341,6 +341,15 @@ static void take_back(sm_output *o) {
     atomic_fetch_add_explicit(&o->st_rewinds, 1, memory_order_relaxed);
 }
 
+/* Frames in the ring with which a stream (re)starts after silence, a standby's end or a
+ * seek's refill (the silence before them is taken back then): a tenth of a second (a new
+ * session's first blocks come within a millisecond of each other), so the stream does not
+ * run dry at once. */
+uint32_t sm_out_start_frames(const sm_output *o) {
+    uint32_t want = o->info.rate / 10, half = o->info.ring_frames / 2;
+    return want < half ? want : half;
+}
+
 /* Takes back the silence queued after the last audio written (where the device allows),
  * down to the safety margin of sm_out_takeable and the device's silence_keep_frames:
  * what is written next is heard within a few ms. Audio already queued is never touched.
@@ -677,7 +686,7 @@ void *sm_output_thread_main(void *arg) {
     while (!atomic_load_explicit(&o->quit, memory_order_acquire)) {
         handle_requests(o);
         if (o->state == ST_STANDBY) {
-            if (sm_ring_readable(o->ring) >= sm_standby_start_frames(o)) sm_standby_leave(o);
+            if (sm_ring_readable(o->ring) >= sm_out_start_frames(o)) sm_standby_leave(o);
             else sm_standby_keep(o);
             continue;
         }
@@ -710,7 +719,7 @@ void *sm_output_thread_main(void *arg) {
          * (or a drain comes: the end is near; or the device stopped), that silence is
          * taken back and the new audio goes in its place, below. */
         if (o->refill_silence) {
-            const uint32_t enough = sm_standby_start_frames(o);
+            const uint32_t enough = sm_out_start_frames(o);
             if (pending < enough && !o->draining && dev_state(o) == SM_DEV_RUNNING) {
                 long delay = 0;
                 if (dev_delay(o, &delay) < 0) delay = 0;

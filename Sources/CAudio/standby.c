@@ -12,14 +12,6 @@
 #include <errno.h>
 #include <string.h>
 
-/* Frames in the ring that end a standby, or a seek's refill (the silence before them is
- * taken back then): a tenth of a second (the new session's first blocks come within a
- * millisecond of each other), so the stream does not run dry at once. */
-uint32_t sm_standby_start_frames(const sm_output *o) {
-    uint32_t want = o->info.rate / 10, half = o->info.ring_frames / 2;
-    return want < half ? want : half;
-}
-
 /* The session is over; the device stays open and running on silence. */
 void sm_standby_enter(sm_output *o) {
     if (o->state == ST_RUNNING && sm_out_ramp_out(o, 0) < 0) return;
@@ -82,7 +74,7 @@ void sm_standby_keep(sm_output *o) {
             atomic_store_explicit(&o->st_paced, 1, memory_order_relaxed);
             return;
         }
-        sm_out_wait_for_data(o, sm_standby_start_frames(o), o->standby_looks++ < 20 ? 50 : 1000);
+        sm_out_wait_for_data(o, sm_out_start_frames(o), o->standby_looks++ < 20 ? 50 : 1000);
         return;
     }
     sm_dev_state st = dev_state(o);
@@ -99,7 +91,7 @@ void sm_standby_keep(sm_output *o) {
     long avail = room(o);
     if (avail >= (long)o->info.period_frames && sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
     int ms = (int)((uint64_t)o->info.period_frames * 1000 / o->info.rate);
-    sm_out_wait_for_data(o, sm_standby_start_frames(o), ms < 1 ? 1 : ms);
+    sm_out_wait_for_data(o, sm_out_start_frames(o), ms < 1 ? 1 : ms);
 }
 
 /* Frames came: the stream plays them. The silence queued is taken back (where the device
