@@ -102,21 +102,17 @@ public final class Mixer {
         voices.removeAll { scored.contains($0.id) }
         made.removeAll()
         nextEntry = score.firstIndex { $0.start >= t } ?? score.count
+        func keep(_ entry: ScoreEntry) -> Bool {
+            guard let v = kept[entry.id] else { return false }
+            made.insert(entry.id)
+            voices.append(v)
+            return true
+        }
         for entry in score[..<nextEntry] where entry.overlaps(from: t, to: t + 1) {
-            if let v = kept[entry.id] {
-                made.insert(entry.id)
-                voices.append(v)
-            } else {
-                make(entry)
-            }
+            if !keep(entry) { make(entry) }
         }
         // Those that start right here are the render's to make (materialize), unless kept.
-        for entry in score[nextEntry...].prefix(while: { $0.start == t }) {
-            if let v = kept[entry.id] {
-                made.insert(entry.id)
-                voices.append(v)
-            }
-        }
+        for entry in score[nextEntry...].prefix(while: { $0.start == t }) { _ = keep(entry) }
         for v in voices { v.sourcePosition = nil }
         for v in voices where t >= v.start && (v.end.map { t < $0 } ?? true) {
             do {
