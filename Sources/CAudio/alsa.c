@@ -290,6 +290,9 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
      * ramp goes after what is queued instead. */
     info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
+    /* A card's pointer (and a plugin's in front of it) moves in steps and its delay lags
+     * (clock.c); an ioplug's is its server's, which may run either way. */
+    info->pointer_lags = info->can_rewind;
     /* A plugin chain whose pointer is not the card's (a rate converter, a dmix in front
      * of the card) reports a delay that is not exact to the frame: a pause that dropped
      * the stream once the delay said only the silent tail was left dropped the end of the

@@ -71,6 +71,10 @@ typedef struct sm_backend_info {
      * until the next call, and a stall's xrun in between dropped it (16.5 ms skipped once
      * in the rig). Also what a device gave past the queue asked for (alsa.c: configure). */
     uint32_t headroom_frames;
+    /* The delay lags: it counts frames already played as queued until the pointer steps
+     * on (an ALSA card's pointer), never fewer; the clock takes the upper envelope of its
+     * reads (clock.c). 0: reads as they are (a sound server's, interpolated already). */
+    int pointer_lags;
 } sm_backend_info;
 
 typedef struct sm_backend sm_backend;

@@ -55,6 +55,7 @@ struct sm_output {
 
     /* Thread-private accounting. */
     uint64_t dev_pos;
+    sm_clock_envelope clock_env;  /* the device's pointer reads (clock.c); reset when it stops */
     uint64_t next_ring;   /* ring index of the next ring frame for the device */
     uint64_t replay_to;   /* after a rewind: [next_ring, replay_to) comes from hist */
     segment seg[MAX_SEGMENTS];
@@ -145,9 +146,12 @@ static inline sm_dev_state dev_state(sm_output *o) { return o->dev->ops->state(o
 static inline long dev_avail(sm_output *o) { return o->dev->ops->avail(o->dev); }
 static inline long dev_rewindable(sm_output *o) { return o->dev->ops->rewindable(o->dev); }
 static inline long dev_rewind(sm_output *o, unsigned long n) { return o->dev->ops->rewind(o->dev, n); }
-static inline int dev_pause(sm_output *o, int enable) { return o->dev->ops->pause(o->dev, enable); }
-static inline int dev_drop(sm_output *o) { return o->dev->ops->drop(o->dev); }
-static inline int dev_prepare(sm_output *o) { return o->dev->ops->prepare(o->dev); }
+/* A device that pauses, stops or starts again no longer plays on from the clock's last
+ * reads: the envelope starts afresh (dev_recover too). */
+static inline int dev_pause(sm_output *o, int enable) { o->clock_env.ns = 0; return o->dev->ops->pause(o->dev, enable); }
+static inline int dev_drop(sm_output *o) { o->clock_env.ns = 0; return o->dev->ops->drop(o->dev); }
+static inline int dev_prepare(sm_output *o) { o->clock_env.ns = 0; return o->dev->ops->prepare(o->dev); }
+static inline int dev_recover(sm_output *o, int err) { o->clock_env.ns = 0; return o->dev->ops->recover(o->dev, err); }
 static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
 static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
 static inline uint32_t dev_held(sm_output *o) { return o->dev->ops->held ? o->dev->ops->held(o->dev) : 0; }

@@ -76,6 +76,14 @@ static void update_clock(sm_output *o) {
     if (delay < 0) delay = 0;
     if ((uint64_t)delay > o->dev_pos) delay = (long)o->dev_pos;
     uint64_t played_dev = o->dev_pos - (uint64_t)delay;
+    /* A card's pointer steps, and a read between two steps lags (clock.c); a pointer that
+     * moves only once a period lags by up to one. */
+    int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
+    if (o->dev->info.pointer_lags && st == SM_DEV_RUNNING && paced)
+        played_dev = sm_clock_envelope_step(&o->clock_env, played_dev, sm_monotonic_ns(), o->info.rate,
+                                            o->info.period_frames, o->dev_pos);
+    else
+        o->clock_env.ns = 0;
     /* Drop segments entirely in the past, keeping the newest one. */
     uint32_t drop = 0;
     while (drop + 1 < o->seg_count && o->seg[drop + 1].dev_start <= played_dev) drop++;
@@ -94,8 +102,7 @@ static void update_clock(sm_output *o) {
         idx = s->ring_start + (inside ? into : s->len);
     }
     uint64_t prev = atomic_load_explicit(&o->played_index, memory_order_relaxed);
-    int playing = inside && o->state == ST_RUNNING && st == SM_DEV_RUNNING &&
-                  atomic_load_explicit(&o->st_paced, memory_order_relaxed);
+    int playing = inside && o->state == ST_RUNNING && st == SM_DEV_RUNNING && paced;
     if (idx > prev || o->state != ST_RUNNING)
         sm_out_publish_clock(o, idx, s->ring_start + s->len, playing);
 }
@@ -148,7 +155,7 @@ static long write_src(sm_output *o, const void *src, uint32_t n, uint32_t *lost)
         if (w == -EAGAIN) continue;
         if (w < 0) {
             long dropped = (w == -EPIPE && lost && o->dev->ops->unplayed) ? o->dev->ops->unplayed(o->dev) : 0;
-            int r = o->dev->ops->recover(o->dev, (int)w);
+            int r = dev_recover(o, (int)w);
             if (r < 0 || ++attempts > 100) { sm_out_fail(o, r < 0 ? r : (int)w, "playing"); return -1; }
             if (dropped > 0) {
                 *lost = (uint32_t)dropped;

@@ -79,7 +79,7 @@ void sm_standby_keep(sm_output *o) {
     }
     sm_dev_state st = dev_state(o);
     if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN || st == SM_DEV_SUSPENDED) {
-        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : o->dev->ops->recover(o->dev, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
+        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : dev_recover(o, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
         if (r < 0 && dev_prepare(o) < 0) {
             sm_out_fail(o, -EIO, "kept open between sessions");
             return;

@@ -138,6 +138,10 @@ int sm_output_failed(const sm_output *out);
 
 /* The ring index of the frame being heard now (the engine clock). */
 uint64_t sm_output_played_index(const sm_output *out);
+/* The ring index of the frame heard at `ns` (CLOCK_MONOTONIC), a moment ago or now: the
+ * clock carried back or forward from its last read while the device plays (held, the same
+ * at any moment). */
+uint64_t sm_output_played_index_at(const sm_output *out, uint64_t ns);
 
 typedef enum sm_request {
     SM_REQ_PAUSE = 1,   /* ramp out (~5 ms), pause the device, flush the ring */
@@ -194,6 +198,28 @@ typedef struct sm_alsa_chain {
     int card_pointer;
 } sm_alsa_chain;
 sm_alsa_chain sm_alsa_chain_read(const char *dump, size_t length);
+
+/* The position a device plays, from reads of its pointer that lag (clock.c). A card's
+ * pointer moves in steps (snd-aloop's with the kernel's timer tick, a USB card's with its
+ * packets, some cards' only once a period): between two steps the delay still counts the
+ * frames played since the last one as queued, so a read says up to a step too little,
+ * never too much. The estimate is the larger of the read and the best read of the last
+ * half second carried forward in real time (the upper envelope of the reads). */
+typedef struct sm_clock_envelope {
+    uint64_t frame;   /* the best read (device frames) ... */
+    uint64_t ns;      /* ... and when it was taken (CLOCK_MONOTONIC); 0: none */
+} sm_clock_envelope;
+
+/* How long a read is carried forward: at the 200 ppm a card's clock may stray from the
+ * system's, 0.1 ms at most. */
+#define SM_CLOCK_ENVELOPE_NS 500000000ull
+
+/* The position heard at now_ns, given `read` (the device's frames written less its delay,
+ * read just now), the device's `rate`, the largest lag a read may have (`step`: more is
+ * no lag but a change, a stall or a restart, and the read is taken as it is) and the
+ * frames written (`written`: nothing beyond them is heard). Updates e. */
+uint64_t sm_clock_envelope_step(sm_clock_envelope *e, uint64_t read, uint64_t now_ns, uint32_t rate,
+                                uint64_t step, uint64_t written);
 
 #ifdef __cplusplus
 }
