@@ -113,6 +113,10 @@ class Client:
     def send(self, message):
         self.sock.sendall((json.dumps(message) + "\n").encode())
 
+    def send_lines(self, lines):
+        """Several requests (JSON lines) in one write: the daemon reads them together."""
+        self.sock.sendall(("\n".join(lines) + "\n").encode())
+
     def read(self):
         return json.loads(self.file.readline())
 

@@ -124,6 +124,10 @@ int sm_output_failed(const sm_output *o) {
 }
 
 uint64_t sm_output_played_index(const sm_output *o) {
+    return sm_output_played_index_at(o, sm_monotonic_ns());
+}
+
+uint64_t sm_output_played_index_at(const sm_output *o, uint64_t at) {
     sm_output *m = (sm_output *)o;
     uint64_t idx, limit, ns;
     uint32_t q;
@@ -135,9 +139,13 @@ uint64_t sm_output_played_index(const sm_output *o) {
         atomic_thread_fence(memory_order_acquire);
     } while ((q & 1) || q != atomic_load_explicit(&m->clock_seq, memory_order_relaxed));
     if (ns == 0) return idx;
-    uint64_t now = sm_monotonic_ns();
-    if (now <= ns) return idx;
-    uint64_t ahead = (now - ns) * m->info.rate / 1000000000ull;
+    /* 10 s at most either way (more is no moment ago, and frames * ns must not overflow) */
+    const uint64_t most = 10000000000ull;
+    if (at < ns) {
+        uint64_t back = (ns - at < most ? ns - at : most) * m->info.rate / 1000000000ull;
+        return back < idx ? idx - back : 0;
+    }
+    uint64_t ahead = (at - ns < most ? at - ns : most) * m->info.rate / 1000000000ull;
     return idx + ahead < limit ? idx + ahead : limit;
 }
 

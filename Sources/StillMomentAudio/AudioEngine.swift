@@ -242,6 +242,12 @@ public final class AudioEngine: Sendable {
     /// The timeline frame heard now (written now, for a file).
     public var position: Int64 { core.position() }
 
+    /// The timeline frame heard at `ns` (MonotonicClock), a moment ago: the clock carried
+    /// back while the device played on. Not across a seek (its new timeline starts at
+    /// its target) nor a pause (the clock stands still); a caller that issued a command
+    /// since asks for `position`.
+    public func position(heardAt ns: UInt64) -> Int64 { core.position(heardAt: ns) }
+
     /// Errors met while rendering (a damaged file, a lost device, a full disk).
     public var errors: [AudioError] { core.errors.withLock { $0 } }
 

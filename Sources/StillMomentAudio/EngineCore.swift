@@ -290,6 +290,11 @@ final class EngineCore: @unchecked Sendable {
         return withOutput { timeline(forRing: sm_output_played_index($0)) } ?? closedPosition.load(ordering: .relaxed)
     }
 
+    func position(heardAt ns: UInt64) -> Int64 {
+        guard output != nil else { return renderFrame.load(ordering: .relaxed) }
+        return withOutput { timeline(forRing: sm_output_played_index_at($0, ns)) } ?? closedPosition.load(ordering: .relaxed)
+    }
+
     // MARK: the render thread
 
     /// Called by `start` just before it creates the render thread (and `threadFailed` if

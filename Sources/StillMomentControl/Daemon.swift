@@ -4,6 +4,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
+import StillMomentAudio
 import StillMomentCore
 import Synchronization
 
@@ -302,10 +303,12 @@ public final class Daemon {
         fds.append(pollfd(fd: host.wakeFD, events: Int16(POLLIN), revents: 0))
         let n = poll(&fds, nfds_t(fds.count), timeoutMs)
         guard n > 0 else { return }
+        // What came in came by now (a relative seek counts from here).
+        let arrived = MonotonicClock.nanoseconds()
         let current = clients
         for (i, c) in current.enumerated() {
             let revents = fds[i + 1].revents
-            if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c) }
+            if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { readFrom(c, arrived: arrived) }
             if revents & Int16(POLLOUT) != 0 { flush(c) }
         }
         // Clients that just hung up leave before new ones are counted against the limit.
@@ -362,7 +365,7 @@ public final class Daemon {
         close(fd)
     }
 
-    private func readFrom(_ c: Client) {
+    private func readFrom(_ c: Client, arrived: UInt64) {
         guard !c.drop else { return }
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         let n = read(c.fd, &buffer, buffer.count)
@@ -385,12 +388,12 @@ public final class Daemon {
             case .line(let line):
                 if line.isEmpty { continue }
                 c.lastActive = now()
-                handle(line, from: c)
+                handle(line, from: c, arrived: arrived)
             }
         }
     }
 
-    private func handle(_ line: [UInt8], from c: Client) {
+    private func handle(_ line: [UInt8], from c: Client, arrived: UInt64) {
         let message: ClientMessage
         do {
             message = try Language.speaking(c.language) { () throws(ProtocolError) -> ClientMessage in
@@ -414,7 +417,7 @@ public final class Daemon {
             // The answer, its errors included, in the language of the client's user.
             Language.speaking(c.language) {
                 do throws(ProtocolError) {
-                    let result = try host.answer(command, args)
+                    let result = try host.answer(command, args, receivedAt: arrived)
                     if command == .subscribe || command == .unsubscribe {
                         c.subscribed = command == .subscribe
                         c.progress = c.subscribed && args["progress"] != .bool(false)

@@ -22,6 +22,9 @@ final class HostedSession: Sendable {
     /// meanwhile (a seek to the end on a device that never blocks) is not over while a
     /// seek back is still to come.
     let queued = Atomic<Int>(0)
+    /// When the last command for it was queued (MonotonicClock ns; at first its start): a
+    /// request that arrived before then found the session elsewhere.
+    let commandedAt = Atomic<UInt64>(MonotonicClock.nanoseconds())
 
     init(id: Int, source: SessionSource, kind: Kind, runner: SessionRunner) {
         self.id = id
@@ -48,6 +51,7 @@ final class HostedSession: Sendable {
     /// Queues a command on the worker, counted in `queued` until it is carried out.
     func command(on worker: DeviceWorker, _ name: String, _ work: @escaping @Sendable () -> Void) {
         queued.add(1, ordering: .acquiringAndReleasing)
+        commandedAt.store(MonotonicClock.nanoseconds(), ordering: .releasing)
         worker.run(name) { [self] in
             work()
             queued.subtract(1, ordering: .acquiringAndReleasing)

@@ -2,11 +2,12 @@
 // Every listener (the Unix socket today) goes through here: the arguments are read into
 // the typed request of each command, strictly (an unknown key is refused, naming it).
 extension SessionService {
-    func answer(_ command: ControlCommand, _ args: [String: JSON]) throws(ProtocolError) -> JSON {
-        JSON(encoding: try call(command, args))
+    /// `receivedAt`: when the request was read from its client (MonotonicClock ns), if known.
+    func answer(_ command: ControlCommand, _ args: [String: JSON], receivedAt: UInt64? = nil) throws(ProtocolError) -> JSON {
+        JSON(encoding: try call(command, args, receivedAt: receivedAt))
     }
 
-    func call(_ command: ControlCommand, _ args: [String: JSON]) throws(ProtocolError) -> Status {
+    func call(_ command: ControlCommand, _ args: [String: JSON], receivedAt: UInt64? = nil) throws(ProtocolError) -> Status {
         switch command {
         case .status:
             try noArguments(command, args)
@@ -25,7 +26,7 @@ extension SessionService {
             try noArguments(command, args)
             return try finish()
         case .seek:
-            return try seek(SeekRequest(args: args))
+            return try seek(SeekRequest(args: args), receivedAt: receivedAt)
         case .timer:
             return try startTimer(TimerStartRequest(args: args))
         case .play:

@@ -215,7 +215,8 @@ public final class SessionService {
         return status()
     }
 
-    func seek(_ request: SeekRequest) throws(ProtocolError) -> Status {
+    /// `receivedAt`: when the request was read from its client (MonotonicClock ns).
+    func seek(_ request: SeekRequest, receivedAt: UInt64? = nil) throws(ProtocolError) -> Status {
         defer { reap() }
         let s = try playing()
         guard let g = s.guided else {
@@ -224,10 +225,21 @@ public final class SessionService {
         }
         // The target is decided now, in the file's time, from where it plays (or where
         // a seek still under way goes): a relative seek means what the caller saw, however
-        // long the device takes. The worker moves it there.
+        // long the device takes. The worker moves it there. Where it played when the
+        // request came in, if it played on undisturbed since (nothing paused or queued, no
+        // command after it): a request that waited behind others, or a daemon slow to
+        // reach it, would land late by that much (2-3 ms in the sound-card rig's guest).
         let length = g.meditation.trimEnd ?? g.meditation.durationMilliseconds
         let start = g.meditation.trimStart ?? 0
-        let now = s.seekTarget.withLock { $0 } ?? g.filePosition
+        let now: Int64
+        if let pending = s.seekTarget.withLock({ $0 }) {
+            now = pending
+        } else if let at = receivedAt, !s.paused.load(ordering: .acquiring), s.queued.load(ordering: .acquiring) == 0,
+                  s.commandedAt.load(ordering: .acquiring) < at, MonotonicClock.nanoseconds() - at < 1_000_000_000 {
+            now = g.filePosition(heardAt: at)
+        } else {
+            now = g.filePosition
+        }
         let target: Int64
         switch request {
         case .by(let ms): target = min(max(start, now + ms), length)

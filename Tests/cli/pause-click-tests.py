@@ -11,9 +11,11 @@ the daemon and the recorder, each stopped by its PID). Prints ok/FAILED lines an
 before each pause and after each resume (a recording of silence is a failure, not "no
 click"); PAUSE_CLICK_DUMP=1 prints where the tone is heard against the resumes;
 PAUSE_CLICK_GAPS=0,0.2 chooses the gaps (seconds). Four seeks follow: the new audio must
-come within 60 ms of the old, without a click. Then, with no recorder on the sink (which
+come within 60 ms of the old, without a click; and a seek sent behind 300 other requests
+must count from when it was sent. Then, with no recorder on the sink (which
 mixes far ahead then), pauses, resumes and seeks must count no xrun or underrun.
 """
+import json
 import math
 import os
 import sys
@@ -67,6 +69,30 @@ def main():
             t, _ = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
             seeks.append(t)
             time.sleep(1.0)
+        # A seek that waits behind other requests counts from when it came in: 300 status
+        # requests and a seek by 0 in one write; the seek's target (the position its answer
+        # gives) against the position heard when the batch was sent, from a status just
+        # before (the stream's clock is smooth). It landed 22-34 ms late when the daemon took
+        # the position only once it reached the seek.
+        behind = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            _, s0 = client.request("status")
+            t0b = time.monotonic()
+            lines = [json.dumps({"id": 10000 + i, "command": "status"}) for i in range(300)]
+            lines.append(json.dumps({"id": 20000, "command": "seek", "args": {"by": 0}}))
+            t1 = time.monotonic()
+            client.send_lines(lines)
+            while (m := client.read()).get("id") != 20000:
+                pass
+            took = (time.monotonic() - t1) * 1000
+            expected = s0["position"] + (t1 - (t0 + t0b) / 2) * 1000
+            behind.append((m.get("result", {}).get("position", -1e9) - expected, (t0b - t0) * 1000 / 2, took))
+            time.sleep(1.0)
+        check(all(abs(off) <= 5 + half for off, half, _ in behind),
+              "a seek behind 300 requests counts from when it came in: its target off the position heard when it "
+              "was sent by " + ", ".join(f"{off:+.1f} ms (±{half:.1f}; the batch answered in {took:.0f} ms)"
+                                         for off, half, took in behind) + " (at most 5)")
         _, status = client.request("status")
         client.request("stop")
         time.sleep(0.5)

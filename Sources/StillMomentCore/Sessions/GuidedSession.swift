@@ -115,7 +115,13 @@ public final class GuidedSession: Session {
     }
 
     /// The position in the meditation's file (ms) heard now.
-    public var filePosition: Int64 {
+    public var filePosition: Int64 { filePosition(of: position) }
+
+    /// The position in the meditation's file (ms) heard at `ns` (MonotonicClock), a moment
+    /// ago while it played on (AudioEngine.position(heardAt:)).
+    public func filePosition(heardAt ns: UInt64) -> Int64 { filePosition(of: engine.position(heardAt: ns)) }
+
+    private func filePosition(of position: Int64) -> Int64 {
         let p = min(max(position, voiceStart), voiceEnd)
         return fileStart + (p - voiceStart) * 1000 / Int64(engine.sampleRate)
     }
