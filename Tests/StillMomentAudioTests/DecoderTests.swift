@@ -1,3 +1,4 @@
+import CFileIO
 import Foundation
 import Glibc
 import Testing
@@ -53,6 +54,72 @@ struct DecoderTests {
         try known.seek(toFrame: frames / 2)
         let tail = try decodeAll(known)
         #expect(tail == Array(reference[(Int(frames / 2) * scanned.format.channels)...]))
+    }
+
+    @Test("a far seek in a long MP3 without a tag reads the file a buffer at a time, not two reads a frame")
+    func farSeekReads() throws {
+        // cbr.mp3's frames without its Info tag, 60 times over: a CBR stream with no frame
+        // count and no index, which libmpg123 reads its way through to a far frame.
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: Fixtures.path("cbr.mp3"))))
+        let probe = try #require(try MPEGProbe.probe(try AudioFile(path: Fixtures.path("cbr.mp3"))))
+        let body = bytes[(Int(probe.firstFrameOffset) + probe.header.frameLength)...]
+        let dir = TempDir()
+        let path = dir.file("long.mp3")
+        try Data(Array(repeating: Array(body), count: 60).joined()).write(to: URL(fileURLWithPath: path))
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        let mpegFrames = size / probe.header.frameLength
+
+        let scanned = try openDecoder(path: path)
+        let frames = try #require(scanned.totalFrames)
+        let reference = try decodeAll(scanned)
+        let file = try AudioFile(path: path)
+        let decoder = try MP3Decoder(file: file, probe: try #require(try MPEGProbe.probe(file)), knownFrames: frames)
+        let before = decoder.fileReads
+        try decoder.seek(toFrame: frames - 4410)
+        let reads = decoder.fileReads - before
+        #expect(reads <= UInt64(size / Int(SM_READER_BUFFER) + 4),
+                "\(reads) reads of the file to pass \(mpegFrames) frames (\(size) bytes)")
+        // and it lands where the scanned decoder's samples say
+        let tail = try decodeAll(decoder)
+        #expect(tail == Array(reference[(Int(frames - 4410) * scanned.format.channels)...]))
+    }
+
+    @Test("the file reader reads what the file holds, at any position and size, and stops at its end")
+    func reader() throws {
+        let dir = TempDir()
+        let path = dir.file("bytes.bin")
+        var seed: UInt32 = 12345
+        let content: [UInt8] = (0..<100_000).map { _ in
+            seed = seed &* 1_103_515_245 &+ 12345
+            return UInt8(truncatingIfNeeded: seed >> 16)
+        }
+        try Data(content).write(to: URL(fileURLWithPath: path))
+        let file = try AudioFile(path: path)
+        let r = try #require(sm_reader_new(file.fd))
+        defer { sm_reader_free(r) }
+        let handle = UnsafeMutableRawPointer(r)
+        var buffer = [UInt8](repeating: 0, count: 40_000)
+        func read(_ n: Int) -> [UInt8] {
+            let got = buffer.withUnsafeMutableBytes { sm_reader_read(handle, $0.baseAddress, n) }
+            return got > 0 ? Array(buffer[0..<got]) : []
+        }
+        // sizes below, at and above the buffer's, forward and back
+        var position = 0
+        for (seek, size) in [(0, 4), (4, 417), (421, 16_384), (99_000, 2000), (5, 40_000), (50_000, 3), (16_380, 10)] {
+            #expect(sm_reader_lseek(handle, off_t(seek), SEEK_SET) == off_t(seek))
+            position = seek
+            let got = read(size)
+            let want = Array(content[position..<min(position + size, content.count)])
+            #expect(got == want, "\(size) bytes at \(seek)")
+        }
+        #expect(sm_reader_lseek(handle, 0, SEEK_CUR) == 16_390)
+        #expect(sm_reader_lseek(handle, -10, SEEK_END) == 99_990)
+        #expect(read(100) == Array(content[99_990...]))
+        #expect(read(100).isEmpty, "at the end: 0")
+        #expect(sm_reader_lseek(handle, 200_000, SEEK_SET) == 200_000)
+        #expect(read(10).isEmpty, "past the end: 0")
+        #expect(sm_reader_lseek(handle, -1, SEEK_SET) == -1, "before the start: refused")
+        #expect(sm_reader_lseek(handle, off_t.max, SEEK_END) == -1, "beyond the largest offset: refused")
     }
 
     @Test("broken and unsupported files are typed errors", arguments: broken.map(\.file))
