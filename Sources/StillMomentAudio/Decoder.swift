@@ -66,11 +66,12 @@ public enum AudioContainer: Equatable, Sendable {
 }
 
 /// Opens the right decoder for a file's content. `knownFrames`: its length, counted when
-/// it was imported (an MP3 without a Xing tag is then not scanned for it).
-public func openDecoder(path: String, knownFrames: Int64? = nil) throws(AudioError) -> any AudioDecoder {
+/// it was imported (an MP3 without a Xing tag is then not scanned for it); `knownIndex`:
+/// an MP3's frame index, taken then (a far seek does not read its way there).
+public func openDecoder(path: String, knownFrames: Int64? = nil, knownIndex: SeekIndex? = nil) throws(AudioError) -> any AudioDecoder {
     let file = try AudioFile(path: path)
     switch try AudioContainer.detect(file) {
-    case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe, knownFrames: knownFrames)
+    case .mpeg(let probe): return try MP3Decoder(file: file, probe: probe, knownFrames: knownFrames, knownIndex: knownIndex)
     case .mp4: return try AACDecoder(file: file)
     }
 }

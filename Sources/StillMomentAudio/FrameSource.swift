@@ -62,8 +62,10 @@ public final class DecodedSource: FrameSource {
         }
     }
 
-    public convenience init(path: String, engineRate: Int, loop: Bool = false, knownFrames: Int64? = nil) throws(AudioError) {
-        try self.init(decoder: try openDecoder(path: path, knownFrames: knownFrames), engineRate: engineRate, loop: loop)
+    public convenience init(path: String, engineRate: Int, loop: Bool = false, knownFrames: Int64? = nil,
+                            knownIndex: SeekIndex? = nil) throws(AudioError) {
+        try self.init(decoder: try openDecoder(path: path, knownFrames: knownFrames, knownIndex: knownIndex),
+                      engineRate: engineRate, loop: loop)
     }
 
     public var length: Int64? { loops ? nil : passLength }

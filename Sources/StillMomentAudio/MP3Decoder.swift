@@ -35,7 +35,10 @@ public final class MP3Decoder: AudioDecoder {
     /// then). Taken as it is: a file without a Xing tag is not scanned for its length at
     /// every open (28 ms for 10 minutes of MP3 here, twice at each start of a guided
     /// meditation, and once more at each seek before the mixer kept its decoders).
-    public init(file: AudioFile, probe: MPEGProbe, exactLength: Bool = true, knownFrames: Int64? = nil) throws(AudioError) {
+    /// `knownIndex`: the frame index taken at the import (SeekIndex): a far seek starts
+    /// from the nearest indexed frame instead of reading every frame before it.
+    public init(file: AudioFile, probe: MPEGProbe, exactLength: Bool = true, knownFrames: Int64? = nil,
+                knownIndex: SeekIndex? = nil) throws(AudioError) {
         _ = mpg123Initialised
         self.file = file
         self.probe = probe
@@ -84,6 +87,11 @@ public final class MP3Decoder: AudioDecoder {
                 throw AudioError.truncated(
                     path: file.path, detail: "\(present) of \(declared) bytes of MPEG audio present")
             }
+        }
+        if let knownIndex, Int64(file.size) > knownIndex.offsets.last ?? 0 {
+            var offsets = knownIndex.offsets.map { off_t($0) }
+            // Copied by libmpg123; a refusal leaves it without (reading its way, as before).
+            _ = mpg123_set_index(h, &offsets, off_t(knownIndex.step), offsets.count)
         }
         if let knownFrames, knownFrames > 0 {
             totalFrames = knownFrames
@@ -150,6 +158,16 @@ public final class MP3Decoder: AudioDecoder {
         mpg123_close(handle)
         mpg123_delete(handle)
         sm_reader_free(reader)
+    }
+
+    /// libmpg123's frame index as it stands: complete once the whole file has been read
+    /// (the import's analysis). nil when it has none.
+    public var seekIndex: SeekIndex? {
+        var offsets: UnsafeMutablePointer<off_t>?
+        var step: off_t = 0
+        var fill = 0
+        guard mpg123_index(handle, &offsets, &step, &fill) == MPG123_OK.rawValue, let offsets, fill > 0 else { return nil }
+        return SeekIndex(step: Int64(step), offsets: (0..<fill).map { Int64(offsets[$0]) }, fileSize: Int64(file.size))
     }
 
     /// Reads of the file made so far (the tests count them).

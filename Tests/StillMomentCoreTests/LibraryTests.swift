@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import StillMomentAudio
+@testable import StillMomentAudio
 import Testing
 @testable import StillMomentCore
 
@@ -127,6 +127,58 @@ struct LibraryTests {
         #expect(st.st_mode & 0o777 == 0o700)
         #expect(Self.listing(store.meditationsFolder) == [m.storedFile], "no .import-* file remains")
         #expect(Self.same(try store.all(), [m]))
+    }
+
+    @Test("an MP3's import stores its frame index; a guided start far into it reads a few frames, not all before")
+    func seekIndex() throws {
+        let home = LibraryTempHome()
+        let (store, importer) = try Self.fresh(home)
+        // cbr.mp3 without its Info tag, 60 times over (2,400 frames, no frame count)
+        let bytes = try [UInt8](Self.bytes(Self.fixture("cbr.mp3")))
+        let probe = try #require(try MPEGProbe.probe(try AudioFile(path: Self.fixture("cbr.mp3"))))
+        let body = bytes[(Int(probe.firstFrameOffset) + probe.header.frameLength)...]
+        let source = home.path + "/long.mp3"
+        try Data(Array(repeating: Array(body), count: 60).joined()).write(to: URL(fileURLWithPath: source))
+        let m = try #require(Self.imported(try importer.importFile(source)))
+        let index = try #require(store.seekIndex(for: m))
+        #expect(index.offsets.count > 10 && index.offsets.first == 0, "\(index.offsets.count) offsets, step \(index.step)")
+
+        // Opened with it, a seek near the end reads about one buffer of the file; the same
+        // samples as a decoder that read its way there.
+        let path = store.path(of: m)
+        let far = m.durationFrames - 4410
+        func tail(_ decoder: MP3Decoder) throws -> (samples: [Float], reads: UInt64) {
+            let before = decoder.fileReads
+            try decoder.seek(toFrame: far)
+            let reads = decoder.fileReads - before
+            var all: [Float] = []
+            var buffer = [Float](repeating: 0, count: 4096 * 2)
+            while true {
+                let n = try buffer.withUnsafeMutableBufferPointer { b -> Int in
+                    guard let base = b.baseAddress else { return 0 }
+                    return try decoder.read(into: base, frames: 4096)
+                }
+                if n == 0 { break }
+                all += buffer[0..<(n * 2)]
+            }
+            return (all, reads)
+        }
+        let file = try AudioFile(path: path)
+        let mpeg = try #require(try MPEGProbe.probe(file))
+        let indexed = try tail(try MP3Decoder(file: file, probe: mpeg, knownFrames: m.durationFrames, knownIndex: index))
+        let plain = try tail(try MP3Decoder(file: try AudioFile(path: path), probe: mpeg, knownFrames: m.durationFrames))
+        #expect(indexed.samples == plain.samples && !plain.samples.isEmpty)
+        #expect(indexed.reads <= 2, "with the index: \(indexed.reads) reads of the file")
+        #expect(plain.reads >= 40, "without: \(plain.reads) reads")
+
+        // An index that cannot be one of the file is none; deleting the meditation drops it.
+        #expect(SeekIndex(step: index.step, offsets: index.offsets.reversed(), fileSize: m.size) == nil)
+        #expect(SeekIndex(step: index.step, offsets: index.offsets, fileSize: index.offsets.last ?? 0) == nil)
+        #expect(SeekIndex(step: 0, offsets: index.offsets, fileSize: m.size) == nil)
+        #expect(SeekIndex(step: index.step, bytes: index.bytes, fileSize: m.size) == index)
+        #expect(SeekIndex(step: index.step, bytes: Array(index.bytes.dropLast()), fileSize: m.size) == nil)
+        try store.delete(m)
+        #expect(store.seekIndex(for: m) == nil)
     }
 
     @Test("--teacher and --name override the tags, trimmed; blank options fall back to the tags")
@@ -485,7 +537,7 @@ struct LibraryTests {
             }
             errors += results.items
             let store = try LibraryStore(home: home)
-            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web"])
+            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web", "v6-seek-index"])
             #expect(try store.all().isEmpty)
         }
         return errors
@@ -517,7 +569,7 @@ struct LibraryTests {
                 #expect(text.isEmpty, "stderr: \(text)")
             }
             let store = try LibraryStore(home: home)
-            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web"])
+            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web", "v6-seek-index"])
         }
     }
 

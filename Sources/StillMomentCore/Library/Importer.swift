@@ -87,6 +87,7 @@ public struct Importer: Sendable {
 
         // Analyse the copy: what we keep is what we measure.
         let analysis: AudioAnalysis
+        var index: SeekIndex?
         var tags: (title: String?, artist: String?, album: String?) = (nil, nil, nil)
         do {
             let file = try AudioFile(path: copy.path)
@@ -95,6 +96,8 @@ public struct Importer: Sendable {
             if let aac = decoder as? AACDecoder { tags = (aac.tags.title, aac.tags.artist, aac.tags.album) }
             try decoder.seek(toFrame: 0)
             analysis = try AudioAnalysis.run(decoder, progress: progress)
+            // read to its end: libmpg123's frame index covers it now
+            index = (decoder as? MP3Decoder)?.seekIndex
         } catch {
             copy.discard()
             throw CoreError.unplayable(path: "", reason: Self.text(error).replacingOccurrences(of: copy.path, with: shownPath))
@@ -114,6 +117,7 @@ public struct Importer: Sendable {
             album: Self.clean(tags.album), dateAdded: Self.now(), trimStart: nil, trimEnd: nil,
             startGong: nil, endGong: nil, size: Int64(copy.size), contentHash: hash,
             loudnessGain: analysis.gain, lastPosition: nil)
+        let seekIndex = index
         let finalPath = store.meditationsFolder + "/" + stored
         let folder = store.meditationsFolder
         let landedMeanwhile: Meditation?
@@ -122,6 +126,7 @@ public struct Importer: Sendable {
                 // A second import of the same content may have landed meanwhile.
                 if let other = try Self.row(withHash: hash, db) { return other }
                 try meditation.insert(db)
+                if let seekIndex { try LibraryStore.saveSeekIndex(seekIndex, for: id, db) }
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
                 }

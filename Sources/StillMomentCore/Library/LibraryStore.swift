@@ -209,6 +209,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v3-presets", migrate: PresetStore.createTables)
         m.registerMigration("v4-schedule", migrate: ScheduleStore.createTables)
         m.registerMigration("v5-web", migrate: PairingStore.createTables)
+        m.registerMigration("v6-seek-index", migrate: createSeekIndexTable)
         return m
     }
 
