@@ -59,12 +59,34 @@ core() { find Sources/StillMomentCore -name "$1" -print -quit; }
 # The C libraries through the package's own module maps (Sources/C*/module.modulemap).
 clibs=(-I Sources/CFaad -I Sources/CMpg123 -lfaad -lmpg123)
 
+# CFileIO, a C target of the package (the reader libmpg123 reads files through): its
+# sources built here with the same sanitizers, and a module map for its header (SwiftPM
+# makes one for a package build).
+cfileio_objects() {
+    local dir="$out/cfileio"
+    mkdir -p "$dir"
+    printf 'module CFileIO {\n    header "%s"\n    export *\n}\n' "$root/Sources/CFileIO/include/cfileio.h" \
+        > "$dir/module.modulemap"
+    local f
+    : > "$out/build-cfileio.log"
+    for f in Sources/CFileIO/*.c; do
+        if ! clang -c -O1 -g -fsanitize=fuzzer-no-link,address -I Sources/CFileIO/include "$f" \
+                -o "$dir/$(basename "$f" .c).o" >>"$out/build-cfileio.log" 2>&1; then
+            cat "$out/build-cfileio.log" >&2
+            echo "fuzz: BUILD FAILED (CFileIO)" >&2
+            exit 2
+        fi
+    done
+    cfileio=(-I "$dir" "$dir"/*.o)
+}
+
 build_target() {
     case $1 in
     mp4) build mp4 "$src/MP4Demuxer.swift" fuzz/mp4/main.swift ;;
-    aac) build aac "${clibs[@]}" "$src/AACDecoder.swift" "$src/MP4Demuxer.swift" "$src/AudioFile.swift" \
-             "$src/AudioError.swift" "$src/Buffers.swift" "$src/Decoder.swift" "$src/MP3Decoder.swift" \
-             "$src/MPEGAudio.swift" fuzz/aac/main.swift ;;
+    aac) cfileio_objects
+         build aac "${clibs[@]}" "${cfileio[@]}" "$src/AACDecoder.swift" "$src/MP4Demuxer.swift" \
+             "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" "$src/Decoder.swift" \
+             "$src/MP3Decoder.swift" "$src/SeekIndex.swift" "$src/MPEGAudio.swift" fuzz/aac/main.swift ;;
     mpeg) build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
               fuzz/mpeg/main.swift ;;
     control) build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/JSONParser.swift \
