@@ -139,7 +139,9 @@ uint64_t sm_output_played_index_at(const sm_output *o, uint64_t at) {
         atomic_thread_fence(memory_order_acquire);
     } while ((q & 1) || q != atomic_load_explicit(&m->clock_seq, memory_order_relaxed));
     if (ns == 0) return idx;
-    /* 10 s at most either way (more is no moment ago, and frames * ns must not overflow) */
+    /* 10 s at most either way (more is no moment ago, and frames * ns must not overflow).
+     * Carried back, the index goes back in real time: silence the device played in the
+     * meantime (an underrun's) is not known here, and the index found is early by it. */
     const uint64_t most = 10000000000ull;
     if (at < ns) {
         uint64_t back = (ns - at < most ? ns - at : most) * m->info.rate / 1000000000ull;

@@ -1,8 +1,9 @@
 // Where an MP3's frames begin in its file: libmpg123's frame index (one byte offset every
 // `step` MPEG frames), taken once the import has read the whole file and handed to the
 // decoder at each open. Without it, libmpg123 reaches a far frame by reading every frame
-// before it: a resume at 9:00 of a 192-kbit/s file read 13 MB first, 150-960 ms with the
-// file not in the page cache (measured on PulseAudio); with it, a few frames.
+// before it (a resume at 9:00 of a 192-kbit/s file read 13 MB first); with it, the frames
+// from the nearest indexed one: libmpg123 keeps at most 1,000 offsets, so for an hour of
+// 44.1-kHz MP3 one every 256 frames (6.7 s of audio, about 100 KB at 128 kbit/s).
 public struct SeekIndex: Sendable, Equatable {
     /// MPEG frames between two offsets.
     public let step: Int64

@@ -22,8 +22,8 @@ final class HostedSession: Sendable {
     /// meanwhile (a seek to the end on a device that never blocks) is not over while a
     /// seek back is still to come.
     let queued = Atomic<Int>(0)
-    /// When the last command for it was queued (MonotonicClock ns; at first its start): a
-    /// request that arrived before then found the session elsewhere.
+    /// When the last command for it was queued or carried out (MonotonicClock ns; at first
+    /// its start): a request that arrived before then found the session elsewhere.
     let commandedAt = Atomic<UInt64>(MonotonicClock.nanoseconds())
 
     init(id: Int, source: SessionSource, kind: Kind, runner: SessionRunner) {
@@ -54,6 +54,9 @@ final class HostedSession: Sendable {
         commandedAt.store(MonotonicClock.nanoseconds(), ordering: .releasing)
         worker.run(name) { [self] in
             work()
+            // and when it was carried out (a seek's request that came in meanwhile found
+            // the session before it)
+            commandedAt.store(MonotonicClock.nanoseconds(), ordering: .releasing)
             queued.subtract(1, ordering: .acquiringAndReleasing)
             return nil
         }

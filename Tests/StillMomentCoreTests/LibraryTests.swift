@@ -177,6 +177,16 @@ struct LibraryTests {
         #expect(SeekIndex(step: 0, offsets: index.offsets, fileSize: m.size) == nil)
         #expect(SeekIndex(step: index.step, bytes: index.bytes, fileSize: m.size) == index)
         #expect(SeekIndex(step: index.step, bytes: Array(index.bytes.dropLast()), fileSize: m.size) == nil)
+        // A damaged row (a hand edit, a restored backup) is no index, and no crash.
+        for (column, value) in [("step", "'abc'"), ("step", "1.5"), ("offsets", "42"), ("offsets", "'text'")] {
+            try store.write { db in
+                try LibraryStore.saveSeekIndex(index, for: m.id, db)
+                try db.execute(sql: "UPDATE seekIndex SET \(column) = \(value) WHERE meditationID = ?", arguments: [m.id])
+            }
+            #expect(store.seekIndex(for: m) == nil, "\(column) = \(value)")
+        }
+        try store.write { db in try LibraryStore.saveSeekIndex(index, for: m.id, db) }
+        #expect(store.seekIndex(for: m) == index)
         try store.delete(m)
         #expect(store.seekIndex(for: m) == nil)
     }

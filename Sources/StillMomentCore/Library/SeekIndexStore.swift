@@ -24,9 +24,13 @@ extension LibraryStore {
     /// The frame index stored for `m`, if there is one that fits its file.
     public func seekIndex(for m: Meditation) -> SeekIndex? {
         let id = m.id
+        // Only a row whose values have the stored types and a size an index can have: GRDB's
+        // subscripts trap on a value they cannot convert (a hand-edited or damaged row).
         let row: (Int64, [UInt8])? = try? read { db in
-            guard let r = try Row.fetchOne(db, sql: "SELECT step, offsets FROM seekIndex WHERE meditationID = ?",
-                                           arguments: [id]),
+            guard let r = try Row.fetchOne(db, sql: """
+                SELECT step, offsets FROM seekIndex WHERE meditationID = ?
+                AND typeof(step) = 'integer' AND typeof(offsets) = 'blob' AND length(offsets) <= ?
+                """, arguments: [id, SeekIndex.maxOffsets * 8]),
                   let step = r["step"] as Int64?, let data = r["offsets"] as Data? else { return nil }
             return (step, [UInt8](data))
         }
