@@ -170,6 +170,14 @@ public final class MP3Decoder: AudioDecoder {
         return SeekIndex(step: Int64(step), offsets: (0..<fill).map { Int64(offsets[$0]) }, fileSize: Int64(file.size))
     }
 
+    /// A file's whole frame index from a scan of its frame headers, without decoding (for
+    /// a file imported before the index was kept). nil when it cannot be read.
+    public static func scanIndex(_ file: AudioFile, probe: MPEGProbe, knownFrames: Int64) -> SeekIndex? {
+        guard let decoder = try? MP3Decoder(file: file, probe: probe, knownFrames: knownFrames),
+              mpg123_scan(decoder.handle) == MPG123_OK.rawValue else { return nil }
+        return decoder.seekIndex
+    }
+
     /// Reads of the file made so far (the tests count them).
     var fileReads: UInt64 { sm_reader_file_reads(reader) }
 

@@ -232,7 +232,32 @@ extension LibraryStore {
             }
         }
         done += try adoptOrphans(keeping: keep)
+        let indexed = try indexMP3s()
+        if indexed > 0 {
+            done.append(tr("stored the frame index of \(indexed) MP3 meditation(s) (a start or seek far into them reads less)",
+                           "den Frame-Index von \(indexed) MP3-Meditation(en) gespeichert (ein Start oder Sprung weit hinein liest weniger)"))
+        }
         return done
+    }
+
+    /// Stores the frame index of each MP3 meditation that has none (imported before it was
+    /// kept, or adopted): a scan of its frame headers. Returns how many.
+    func indexMP3s() throws(CoreError) -> Int {
+        let missing = try read { db in
+            try String.fetchAll(db, sql: """
+                SELECT id FROM meditation WHERE storedFile LIKE '%.mp3'
+                AND id NOT IN (SELECT meditationID FROM seekIndex)
+                """)
+        }
+        var count = 0
+        for m in try catalogRows().meditations where missing.contains(m.id) {
+            guard let file = try? AudioFile(path: path(of: m)), let probe = try? MPEGProbe.probe(file),
+                  let index = MP3Decoder.scanIndex(file, probe: probe, knownFrames: m.durationFrames) else { continue }
+            let id = m.id
+            try write { db in try LibraryStore.saveSeekIndex(index, for: id, db) }
+            count += 1
+        }
+        return count
     }
 
     /// Adopts every unlocked `<UUID>.<ext>` in Meditations/ that no row names: probed,
