@@ -254,8 +254,15 @@ extension LibraryStore {
             guard let file = try? AudioFile(path: path(of: m)), let probe = try? MPEGProbe.probe(file),
                   let index = MP3Decoder.scanIndex(file, probe: probe, knownFrames: m.durationFrames) else { continue }
             let id = m.id
-            try write { db in try LibraryStore.saveSeekIndex(index, for: id, db) }
-            count += 1
+            // Still there (a `delete` does not take the catalog lock a repair holds).
+            let stored = try write { db -> Bool in
+                guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meditation WHERE id = ?", arguments: [id]) == 1 else {
+                    return false
+                }
+                try LibraryStore.saveSeekIndex(index, for: id, db)
+                return true
+            }
+            if stored { count += 1 }
         }
         return count
     }
