@@ -240,14 +240,12 @@ extension LibraryStore {
         return done
     }
 
-    /// Stores the frame index of each MP3 meditation that has none (imported before it was
-    /// kept, or adopted): a scan of its frame headers. Returns how many.
+    /// Stores the frame index of each MPEG meditation that has none (imported before it was
+    /// kept, or adopted): a scan of its frame headers. Returns how many. By content, not by
+    /// name: an adopted file keeps the name it had.
     func indexMP3s() throws(CoreError) -> Int {
         let missing = try read { db in
-            try String.fetchAll(db, sql: """
-                SELECT id FROM meditation WHERE storedFile LIKE '%.mp3'
-                AND id NOT IN (SELECT meditationID FROM seekIndex)
-                """)
+            try String.fetchAll(db, sql: "SELECT id FROM meditation WHERE id NOT IN (SELECT meditationID FROM seekIndex)")
         }
         var count = 0
         for m in try catalogRows().meditations where missing.contains(m.id) {
