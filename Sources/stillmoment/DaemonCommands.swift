@@ -17,7 +17,11 @@ struct DaemonCommand: ParsableCommand {
 
     @Flag(name: .customLong("on-demand"), help: .hidden) var onDemand = false
 
-    func run() throws {
+    func invocation() -> Invocation { .daemon(onDemand: onDemand) }
+    func run() throws { try invocation().run() }
+
+    /// Serves until stopped; `onDemand`: started by a client, leaves when another daemon won the race.
+    static func serve(onDemand: Bool) throws {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .info
@@ -118,7 +122,11 @@ struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "Show what the daemon is playing.")
     @Flag(help: "Print the daemon's status object as JSON.") var json = false
 
-    func run() throws {
+    func invocation() -> Invocation { .status(json: json) }
+    func run() throws { try invocation().run() }
+
+    /// Prints the daemon's status (a line, or its JSON object); idle when none runs.
+    static func show(json: Bool) throws {
         let status: JSON
         let typed: Status
         do throws(ControlError) {
@@ -151,9 +159,8 @@ protocol SimpleControlCommand: ParsableCommand {
 }
 
 extension SimpleControlCommand {
-    func run() throws {
-        Console.out(StatusText.summary(try control(Self.command)))
-    }
+    func invocation() -> Invocation { .request(Self.command) }
+    func run() throws { try invocation().run() }
 }
 
 /// One request to the running daemon (never starting one); its answer, or the exit.
@@ -196,11 +203,18 @@ struct SeekCommand: ParsableCommand {
         discussion: "One target: +TIME or -TIME moves forward or back from where it plays (+15s, -1m30s), a plain TIME goes to that position in the meditation (12:30, 1:02:03, 90s). A position past the end ends it; one before the start goes to the start.")
     @Argument(parsing: .allUnrecognized, help: "One target: +TIME, -TIME or a position (MM:SS, H:MM:SS, 90s).") var target: [String] = []
 
-    func run() throws {
+    func invocation() throws -> Invocation {
         let words = target.filter { $0 != "--" }
         guard words.count == 1, let text = words.first else {
             throw Console.fail(tr("seek takes one position: +15s, -15s or MM:SS", "seek nimmt genau ein Ziel: +15s, -15s oder MM:SS"), code: Exit.usage)
         }
+        return .seek(target: text)
+    }
+
+    func run() throws { try invocation().run() }
+
+    /// +TIME or -TIME from where it plays, or a position.
+    static func seek(_ text: String) throws {
         var args: [String: JSON] = [:]
         do {
             if text.hasPrefix("+") || text.hasPrefix("-") {

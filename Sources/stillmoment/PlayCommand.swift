@@ -21,42 +21,53 @@ struct PlayCommand: ParsableCommand {
     @Flag(help: "Start it in the daemon and return at once.") var detach = false
     @Flag(help: "Play in this process, without the daemon (for scripts).") var foreground = false
 
-    func run() throws {
+    /// The meditation for the daemon (nil for --output or --foreground, which play in this process).
+    func invocation() throws -> Invocation? {
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
         do { _ = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
         if from != nil && resume {
             throw Console.fail(tr("--from and --resume exclude each other", "--from und --resume schließen einander aus"), code: Exit.usage)
         }
-        if output != nil || foreground {
-            // A render is not listening: the saved position stays as it was.
-            try playGuided(makeSession, rendering: output, savePosition: output == nil)
-            return
-        }
-        var args: [String: JSON] = ["id": .string(id), "resume": .bool(resume)]
+        if output != nil || foreground { return nil }
         do {
-            if let from { args["from"] = .number(Double(try parse(from, "--from"))) }
-            if let preparation, preparation.lowercased() != "off" {
-                args["preparation"] = .number(Double(try parse(preparation, "--preparation")))
-            }
+            return try Self.daemonSession(id: id, preparation: preparation, from: from, resume: resume, device: device, detach: detach)
         } catch {
             throw Console.fail(error)
         }
+    }
+
+    static func daemonSession(id: String, preparation: String?, from: String?, resume: Bool, device: String?,
+                              detach: Bool) throws(CoreError) -> Invocation {
+        var args: [String: JSON] = ["id": .string(id), "resume": .bool(resume)]
+        if let from { args["from"] = .number(Double(try parse(from, "--from"))) }
+        if let preparation, preparation.lowercased() != "off" {
+            args["preparation"] = .number(Double(try parse(preparation, "--preparation")))
+        }
         if let device { args["device"] = .string(device) }
-        try submit(.play, args, detach: detach, what: tr("playing \(id)", "Wiedergabe von \(id)"))
+        return .session(.play, args: args, detach: detach, what: tr("playing \(id)", "Wiedergabe von \(id)"))
+    }
+
+    func run() throws {
+        if let session = try invocation() {
+            try session.run()
+            return
+        }
+        // A render is not listening: the saved position stays as it was.
+        try playGuided(makeSession, rendering: output, savePosition: output == nil)
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
         let m = try store.find(id)
         var start: Int64 = 0
-        if let from { start = try parse(from, "--from") }
+        if let from { start = try Self.parse(from, "--from") }
         if resume, let last = m.lastPosition { start = last - (m.trimStart ?? 0) }
         let prep = preparation.map { $0.lowercased() == "off" ? "0s" : $0 } ?? "0s"
         return try GuidedSession(meditation: m, store: store, catalog: try SoundCatalog.withCustomSounds(store: store),
                                  output: try sessionOutput(file: output, device: device, format: format),
-                                 preparation: try parse(prep, "--preparation"), from: start)
+                                 preparation: try Self.parse(prep, "--preparation"), from: start)
     }
 
-    func parse(_ text: String, _ option: String) throws(CoreError) -> Int64 {
+    static func parse(_ text: String, _ option: String) throws(CoreError) -> Int64 {
         do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: option, reason: error.description) }
     }
 }

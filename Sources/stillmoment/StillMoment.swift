@@ -23,12 +23,19 @@ struct StillMoment: ParsableCommand {
     )
 
     /// Runs the command. Exit codes: 0 done, 1 a failure, 2 bad input (ArgumentParser's
-    /// usage errors included, which it would end with 64), 3 the sound device.
+    /// usage errors included, which it would end with 64), 3 the sound device. A plain
+    /// command line of the commands typed most skips ArgumentParser (QuickParse).
     static func main() {
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
+            if let invocation = QuickParse.invocation(arguments) {
+                try invocation.run()
+                return
+            }
             var command = try parseAsRoot(arguments)
             try command.run()
+        } catch let code as ExitCode {
+            Glibc.exit(code.rawValue)
         } catch {
             if exitCode(for: error) == .validationFailure {
                 let message = fullMessage(for: error)

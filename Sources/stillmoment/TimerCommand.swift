@@ -47,16 +47,20 @@ struct TimerCommand: ParsableCommand {
 
     /// The options as text, with DURATION (or `open`) folded in.
     func optionText() throws -> [String: String] {
-        var text = options.text
+        do { return try Self.optionText(duration: duration, options: options.text) } catch { throw Console.fail(error) }
+    }
+
+    static func optionText(duration: String?, options: [String: String]) throws(CoreError) -> [String: String] {
+        var text = options
         if let duration {
             if duration.trimmingWhitespace().lowercased() == "open" {
                 text[TimerOption.open.rawValue] = "yes"
             } else {
-                if text["duration"] != nil {
-                    throw Console.fail(CoreError.badRequest(tr("give the duration once: DURATION or --duration",
-                                                                              "gib die Dauer nur einmal an: DURATION oder --duration")))
+                if text[TimerOption.duration.rawValue] != nil {
+                    throw CoreError.badRequest(tr("give the duration once: DURATION or --duration",
+                                                  "gib die Dauer nur einmal an: DURATION oder --duration"))
                 }
-                text["duration"] = duration
+                text[TimerOption.duration.rawValue] = duration
             }
         }
         return text
@@ -76,7 +80,26 @@ struct TimerCommand: ParsableCommand {
         }
     }
 
+    /// A session for the daemon: DURATION, the options as text, a preset, --detach (nil for
+    /// --plan, --output or --foreground, which run in this process).
+    func invocation() throws -> Invocation? {
+        guard !plan, !json, output == nil, format == nil, fallbackOutput == nil, !foreground else { return nil }
+        return Self.daemonSession(duration: duration, options: try optionText(), preset: preset, detach: detach)
+    }
+
+    static func daemonSession(duration: String?, options: [String: String], preset: String?, detach: Bool) -> Invocation {
+        let what = duration?.lowercased() == "open" ? tr("an open sit", "eine offene Sitzung")
+            : duration.map { tr("a timer of \($0)", "ein Timer von \($0)") } ?? tr("a timer", "ein Timer")
+        var args: [String: JSON] = ["options": .object(options.mapValues(JSON.string))]
+        if let preset { args["preset"] = .string(preset) }
+        return .session(.timer, args: args, detach: detach, what: what)
+    }
+
     func run() throws {
+        if let session = try invocation() {
+            try session.run()
+            return
+        }
         let options = try optionText()
         if plan {
             if output != nil || detach || foreground { throw Console.fail(CoreError.badRequest(tr("--plan only prints the plan; it plays nothing", "--plan zeigt nur den Plan; es spielt nichts"))) }
@@ -90,14 +113,6 @@ struct TimerCommand: ParsableCommand {
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
         let wav: WAVWriter.SampleFormat
         do { wav = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
-        if output == nil && fallbackOutput == nil && !foreground {
-            let what = duration?.lowercased() == "open" ? tr("an open sit", "eine offene Sitzung")
-                : duration.map { tr("a timer of \($0)", "ein Timer von \($0)") } ?? tr("a timer", "ein Timer")
-            var args: [String: JSON] = ["options": .object(options.mapValues(JSON.string))]
-            if let preset { args["preset"] = .string(preset) }
-            try submit(.timer, args, detach: detach, what: what)
-            return
-        }
         let (configuration, catalog, chosen) = try resolve(options)
 
         var target: SessionOutput = output.map { .file(path: $0, format: wav) } ?? .device(DeviceConfiguration(name: configuration.device))

@@ -63,15 +63,18 @@ struct TimerOptions: ParsableArguments {
 
     /// The options given, as text keyed by option name.
     var text: [String: String] {
-        let pairs: [(TimerOption, String?)] = [
-            (.duration, duration), (.preparation, preparation), (.gong, gong), (.gongVolume, gongVolume),
-            (.strikes, strikes), (.interval, interval), (.intervalMode, intervalMode), (.intervalGong, intervalGong),
-            (.intervalVolume, intervalVolume), (.bells, bells), (.sections, sections), (.sectionGong, sectionGong),
-            (.sectionStrikes, sectionStrikes), (.randomBells, randomBells), (.seed, seed), (.ambience, ambience),
-            (.ambienceVolume, ambienceVolume), (.ambienceDuring, ambienceDuring), (.device, device),
+        let values: [String?] = [
+            duration, preparation, gong, gongVolume, strikes, interval, intervalMode, intervalGong, intervalVolume, bells,
+            sections, sectionGong, sectionStrikes, randomBells, seed, ambience, ambienceVolume, ambienceDuring, device,
         ]
         var out: [String: String] = [:]
-        for (option, value) in pairs { if let value { out[option.rawValue] = value } }
+        for (option, value) in zip(Self.all, values) { if let value { out[option.rawValue] = value } }
         return out
     }
+
+    /// The options above, in their order; each one's long name is its raw value.
+    static let all: [TimerOption] = [
+        .duration, .preparation, .gong, .gongVolume, .strikes, .interval, .intervalMode, .intervalGong, .intervalVolume, .bells,
+        .sections, .sectionGong, .sectionStrikes, .randomBells, .seed, .ambience, .ambienceVolume, .ambienceDuring, .device,
+    ]
 }

@@ -1,0 +1,27 @@
+// What the commands that talk to the daemon ask, once their command line is read (by
+// ArgumentParser or by QuickParse, which must agree): one value, run the same way.
+import StillMomentControl
+import StillMomentCore
+
+enum Invocation: Equatable {
+    /// `status [--json]`
+    case status(json: Bool)
+    /// `pause`, `resume`, `stop`, `finish`
+    case request(ControlCommand)
+    /// `seek TARGET` (+TIME, -TIME or a position; read when it runs)
+    case seek(target: String)
+    /// A timer or a meditation for the daemon (started if none runs); followed unless detached.
+    case session(ControlCommand, args: [String: JSON], detach: Bool, what: String)
+    /// `daemon [--on-demand]`
+    case daemon(onDemand: Bool)
+
+    func run() throws {
+        switch self {
+        case .status(let json): try StatusCommand.show(json: json)
+        case .request(let command): Console.out(StatusText.summary(try control(command)))
+        case .seek(let target): try SeekCommand.seek(target)
+        case .session(let command, let args, let detach, let what): try submit(command, args, detach: detach, what: what)
+        case .daemon(let onDemand): try DaemonCommand.serve(onDemand: onDemand)
+        }
+    }
+}
