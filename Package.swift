@@ -67,7 +67,7 @@ let package = Package(
         .target(
             name: "StillMomentWeb",
             dependencies: [
-                "StillMomentCore", "StillMomentControl", "CTLS",
+                "StillMomentCore", "StillMomentControl", "StillMomentAudio", "CTLS",
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [

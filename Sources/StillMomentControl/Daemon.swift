@@ -482,11 +482,7 @@ public final class Daemon {
         }
     }
 
-    private func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    private func now() -> Double { MonotonicClock.seconds() }
 }
 
 /// Signals become a flag that a loop reads (the daemon's within 100–250 ms, a client's

@@ -4,6 +4,7 @@
 // the listener's poll loop (an eventfd).
 import Dispatch
 import Glibc
+import StillMomentAudio
 import StillMomentCore
 import Synchronization
 
@@ -51,11 +52,9 @@ final class DeviceWorker: Sendable {
     func run(_ name: String, _ work: @escaping @Sendable () -> Completion?) {
         pending.add(1, ordering: .relaxed)
         queue.async { [self] in
-            var t0 = timespec(), t1 = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &t0)
+            let t0 = MonotonicClock.nanoseconds()
             let completion = work()
-            clock_gettime(CLOCK_MONOTONIC, &t1)
-            let ms = Double(t1.tv_sec - t0.tv_sec) * 1000 + Double(t1.tv_nsec - t0.tv_nsec) / 1e6
+            let ms = Double(MonotonicClock.nanoseconds() - t0) / 1e6
             slowest.withLock { $0[name] = (($0[name]?.count ?? 0) + 1, max($0[name]?.maxMs ?? 0, ms)) }
             if ms > 200 { FileHandleLog.write("stillmoment: device work '\(name)' took \(Int(ms)) ms") }
             pending.subtract(1, ordering: .relaxed)

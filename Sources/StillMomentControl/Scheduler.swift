@@ -8,6 +8,7 @@
 import FoundationEssentials
 import Glibc
 import Logging
+import StillMomentAudio
 import StillMomentCore
 
 final class Scheduler {
@@ -49,11 +50,7 @@ final class Scheduler {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
-    static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    static func monotonic() -> Double { MonotonicClock.seconds() }
 
     /// Milliseconds until the next wake-up, at most `cap`.
     func timeout(cap: Int32) -> Int32 {

@@ -110,7 +110,7 @@ public final class SessionService {
         reap()
         scheduler.tick(self)
         standby.update(nextAt: scheduler.next?.at, nextDevice: nextScheduledDevice(), idle: isIdle, worker: worker)
-        let now = Self.monotonicMilliseconds()
+        let now = MonotonicClock.milliseconds()
         if active != nil, now - lastProgress >= 1000 {
             lastProgress = now
             events.append(.progress(status()))
@@ -493,7 +493,7 @@ public final class SessionService {
 
     private func begin(_ session: HostedSession) {
         active = session
-        lastProgress = Self.monotonicMilliseconds()
+        lastProgress = MonotonicClock.milliseconds()
         reap()
     }
 
@@ -593,7 +593,7 @@ public final class SessionService {
     private var lastPositionSave: (session: Int, at: Int64, position: Int64)?
 
     private func savePositionPeriodically(_ s: HostedSession) {
-        let now = Self.monotonicMilliseconds()
+        let now = MonotonicClock.milliseconds()
         if let last = lastPositionSave, last.session == s.id, now - last.at < Self.positionSaveInterval { return }
         let runner = s.runner
         guard let g = s.guided, s.source == .guided else {
@@ -612,12 +612,6 @@ public final class SessionService {
             }
             return nil
         }
-    }
-
-    static func monotonicMilliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
     /// Ends the session playing now (SIGTERM): a 1-s fade, the position saved, the device

@@ -10,6 +10,7 @@ import CTLS
 import FoundationEssentials
 import Glibc
 import Logging
+import StillMomentAudio
 import StillMomentControl
 import StillMomentCore
 import Synchronization
@@ -490,11 +491,7 @@ public final class WebServer {
         return false
     }
 
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    static func now() -> Double { MonotonicClock.seconds() }
 }
 
 public enum WebError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -139,14 +139,14 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   " + Texts.text("play keys", [])
     }
     var stopped = false
-    var lastSave = (at: SessionClock.milliseconds(), position: session.filePosition)
+    var lastSave = (at: MonotonicClock.milliseconds(), position: session.filePosition)
     while true {
         let s = session.engine.state
         // Saved every few seconds while it plays: a crash or a kill loses only that much.
-        if SessionClock.milliseconds() - lastSave.at >= 5_000 {
+        if MonotonicClock.milliseconds() - lastSave.at >= 5_000 {
             runner.checkpoint()
             if savePosition, session.filePosition != lastSave.position { try? session.savePosition() }
-            lastSave = (SessionClock.milliseconds(), session.filePosition)
+            lastSave = (MonotonicClock.milliseconds(), session.filePosition)
         }
         if s == .finished || s == .stopped || s == .failed { break }
         if signals.received != nil {
@@ -179,15 +179,6 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         let at = TimeText.clock(session.filePosition)
         Console.out(stopped ? tr("stopped at \(at)", "abgebrochen bei \(at)")
                             : rendering.map { tr("wrote \($0)", "\($0) geschrieben") } ?? TimerState.completed.name())
-    }
-}
-
-/// The monotonic clock in ms, for the CLI's periodic work.
-enum SessionClock {
-    static func milliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }
 

@@ -169,11 +169,11 @@ struct TimerRunner {
         }
         var lastState: TimerState?
         var lastPaused = false
-        var lastCheckpoint = SessionClock.milliseconds()
+        var lastCheckpoint = MonotonicClock.milliseconds()
         while true {
-            if SessionClock.milliseconds() - lastCheckpoint >= 5_000 {
+            if MonotonicClock.milliseconds() - lastCheckpoint >= 5_000 {
                 runner.checkpoint()
-                lastCheckpoint = SessionClock.milliseconds()
+                lastCheckpoint = MonotonicClock.milliseconds()
             }
             let engineState = session.engine.state
             if engineState == .finished || engineState == .stopped || engineState == .failed { break }
