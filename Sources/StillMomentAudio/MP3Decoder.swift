@@ -44,11 +44,12 @@ public final class MP3Decoder: AudioDecoder {
         self.probe = probe
         var err: Int32 = 0
         guard let fileReader = sm_reader_new(file.fd) else {
-            throw AudioError.corrupt(path: file.path, detail: "no memory for its reader")
+            // Not the file's fault: say so, and what helps.
+            throw AudioError.unreadable(path: file.path, reason: "out of memory for its read buffer; close other programs and try again")
         }
         guard let h = mpg123_new(nil, &err) else {
             sm_reader_free(fileReader)
-            throw AudioError.corrupt(path: file.path, detail: "libmpg123 could not start: \(Self.text(err))")
+            throw AudioError.unreadable(path: file.path, reason: "libmpg123 could not start (\(Self.text(err))); close other programs and try again")
         }
         handle = h
         reader = fileReader
@@ -89,9 +90,11 @@ public final class MP3Decoder: AudioDecoder {
             }
         }
         if let knownIndex, Int64(file.size) > knownIndex.offsets.last ?? 0 {
-            var offsets = knownIndex.offsets.map { off_t($0) }
-            // Copied by libmpg123; a refusal leaves it without (reading its way, as before).
-            _ = mpg123_set_index(h, &offsets, off_t(knownIndex.step), offsets.count)
+            // Copied by libmpg123 (it only reads the array); a refusal leaves it without
+            // (reading its way, as before).
+            _ = knownIndex.fileOffsets.withUnsafeBufferPointer { offsets in
+                mpg123_set_index(h, UnsafeMutablePointer(mutating: offsets.baseAddress), off_t(knownIndex.step), offsets.count)
+            }
         }
         if let knownFrames, knownFrames > 0 {
             totalFrames = knownFrames

@@ -4,11 +4,16 @@
 // before it (a resume at 9:00 of a 192-kbit/s file read 13 MB first); with it, the frames
 // from the nearest indexed one: libmpg123 keeps at most 1,000 offsets, so for an hour of
 // 44.1-kHz MP3 one every 256 frames (6.7 s of audio, about 100 KB at 128 kbit/s).
+import Glibc
+
 public struct SeekIndex: Sendable, Equatable {
     /// MPEG frames between two offsets.
     public let step: Int64
     /// Byte offsets in the file of frames 0, step, 2 * step, …
     public let offsets: [Int64]
+    /// The same as libmpg123 takes them, made once where the index is read (not on the
+    /// render thread, where a guided voice opens its decoder).
+    let fileOffsets: [off_t]
 
     /// The most offsets kept (libmpg123 keeps at most 1,000 and widens its step to fit).
     public static let maxOffsets = 65_536
@@ -24,6 +29,7 @@ public struct SeekIndex: Sendable, Equatable {
         }
         self.step = step
         self.offsets = offsets
+        fileOffsets = offsets.map { off_t($0) }
     }
 
     /// The offsets as stored: 8 bytes each, little-endian.
