@@ -24,6 +24,8 @@ public final class Daemon {
         public var maxBacklog: Int = 256 * 1024
         /// A connection that neither asks nor listens (no subscription) is closed after this.
         public var idleTimeout: Double = 300
+        /// Idle this long, it stores the frame index of older MP3 meditations (BackgroundIndexer).
+        public var indexAfterIdle: Double = 10
 
         public init(onDemand: Bool, idleExit: Double = 600) {
             self.onDemand = onDemand
@@ -60,6 +62,7 @@ public final class Daemon {
     private let options: Options
     private let log: Logger
     private let host: SessionService
+    private let indexer: BackgroundIndexer
     private var listenFD: Int32
     private var lockFD: Int32
     private let socketPath: String
@@ -93,7 +96,9 @@ public final class Daemon {
         listenFD = listening
         socketID = id
         do {
-            host = SessionService(store: try LibraryStore(), log: log)
+            let store = try LibraryStore()
+            host = SessionService(store: store, log: log)
+            indexer = BackgroundIndexer(store: store, log: log)
         } catch {
             close(listening)
             unlink(socketPath)
@@ -103,6 +108,7 @@ public final class Daemon {
     }
 
     deinit {
+        indexer.halt()
         for c in clients { close(c.fd) }
         close(listenFD)
         if ownsSocket { unlink(socketPath) }    // never another daemon's
@@ -184,6 +190,7 @@ public final class Daemon {
         stopSignal.install([SIGTERM, SIGINT]) { worker.poke() }
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
         while step() {}
+        indexer.halt()
         host.shutdown()      // an idle exit: a device kept open is closed (again harmless after a signal)
     }
 
@@ -245,6 +252,14 @@ public final class Daemon {
             sessionIdleSince = t
             codeReleased = false
         }
+        // Idle a while: older MP3s get their frame index, until a session starts; what it
+        // touched is released again once it ends.
+        if host.isIdle && t - sessionIdleSince >= options.indexAfterIdle {
+            indexer.start()
+        } else if !host.isIdle {
+            indexer.pause()
+        }
+        if indexer.takeEnded() { codeReleased = false }
         if let id = host.activeSession {
             if playing?.id != id { playing = (id, t, false) }
             if let p = playing, !p.released, t - p.since >= 3 {
@@ -289,6 +304,9 @@ public final class Daemon {
 
     /// The connections served now.
     var clientCount: Int { clients.count }
+
+    /// The background indexer's state: running, done, and how many indexes it stored.
+    var indexing: (running: Bool, finished: Bool, stored: Int) { (indexer.isRunning, indexer.isFinished, indexer.stored) }
 
     // MARK: the loop
 

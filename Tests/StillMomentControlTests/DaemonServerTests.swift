@@ -7,7 +7,7 @@ import Glibc
 import Logging
 import Testing
 @testable import StillMomentControl
-import StillMomentCore
+@testable import StillMomentCore
 
 /// The test process's own folder for these daemons, removed when the process exits: with
 /// XDG_RUNTIME_DIR still pointing into a test's folder, a PulseAudio client later in the
@@ -233,5 +233,39 @@ struct DaemonServerTests {
         let refusal = try? JSONParser.parse(got.prefix { $0 != 0x0A })
         #expect(refusal?["error"]?["code"] == .string("busy"))
         #expect(daemon.clientCount == 3)
+    }
+
+    @Test("idle, the daemon stores the frame index of an older MP3 meditation; never while a session plays")
+    func indexesOlderMeditationsWhenIdle() throws {
+        let (daemon, dir) = try Self.daemon { $0.indexAfterIdle = 1 }
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try LibraryStore()
+        let fixtures = SessionServiceTests.root.appendingPathComponent("Tests/Fixtures")
+        guard case .imported(let mp3) = try Importer(store: store).importFile(fixtures.appendingPathComponent("cbr.mp3").path),
+              case .imported(let m4a) = try Importer(store: store).importFile(fixtures.appendingPathComponent("noedit.m4a").path) else {
+            Issue.record("the fixtures did not import")
+            return
+        }
+        let index = try #require(store.seekIndex(for: mp3))
+        // As if imported before the index was kept.
+        try store.write { db in try db.execute(sql: "DELETE FROM seekIndex") }
+
+        let actor = Peer(daemon)
+        actor.send(#"{"hello":{"version":2}}"#)
+        _ = actor.line(daemon)
+        actor.send(#"{"id":1,"command":"timer","args":{"options":{"duration":"24h","preparation":"off","device":"null"}}}"#)
+        #expect(actor.line(daemon)?["result"] != nil)
+        let playing = Date().addingTimeInterval(2.5)
+        while Date() < playing { _ = daemon.step(cap: 20) }
+        #expect(daemon.indexing.stored == 0 && !daemon.indexing.running, "it ran while a timer played")
+        #expect(store.seekIndex(for: mp3) == nil)
+
+        actor.send(#"{"id":2,"command":"stop"}"#)
+        #expect(actor.line(daemon)?["result"] != nil)
+        let end = Date().addingTimeInterval(15)
+        while Date() < end, !daemon.indexing.finished { _ = daemon.step(cap: 20) }
+        #expect(daemon.indexing.finished && daemon.indexing.stored == 1, "\(daemon.indexing)")
+        #expect(store.seekIndex(for: mp3) == index)
+        #expect(store.seekIndex(for: m4a) == nil)
     }
 }

@@ -241,28 +241,37 @@ extension LibraryStore {
     }
 
     /// Stores the frame index of each MPEG meditation that has none (imported before it was
-    /// kept, or adopted): a scan of its frame headers. Returns how many. By content, not by
-    /// name: an adopted file keeps the name it had.
+    /// kept, or adopted): a scan of its frame headers. Returns how many.
     func indexMP3s() throws(CoreError) -> Int {
-        let missing = try read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM meditation WHERE id NOT IN (SELECT meditationID FROM seekIndex)")
-        }
         var count = 0
-        for m in try catalogRows().meditations where missing.contains(m.id) {
-            guard let file = try? AudioFile(path: path(of: m)), let probe = try? MPEGProbe.probe(file),
-                  let index = MP3Decoder.scanIndex(file, probe: probe, knownFrames: m.durationFrames) else { continue }
-            let id = m.id
-            // Still there (a `delete` does not take the catalog lock a repair holds).
-            let stored = try write { db -> Bool in
-                guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meditation WHERE id = ?", arguments: [id]) == 1 else {
-                    return false
-                }
-                try LibraryStore.saveSeekIndex(index, for: id, db)
-                return true
-            }
-            if stored { count += 1 }
-        }
+        for m in try unindexedMeditations() where try storeIndex(of: m) { count += 1 }
         return count
+    }
+
+    /// The meditations with no stored frame index: MP3s imported before it was kept or
+    /// adopted, and every M4A (whose sample table is its index).
+    public func unindexedMeditations() throws(CoreError) -> [Meditation] {
+        let missing = Set(try read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM meditation WHERE id NOT IN (SELECT meditationID FROM seekIndex)")
+        })
+        return try catalogRows().meditations.filter { missing.contains($0.id) }
+    }
+
+    /// Scans an MPEG meditation's frame headers and stores its index, if it is still in the
+    /// catalog (a `delete` does not take the catalog lock a repair holds). By content, not
+    /// by name: an adopted file keeps the name it had. False for anything else (an M4A,
+    /// a file that cannot be read).
+    public func storeIndex(of m: Meditation) throws(CoreError) -> Bool {
+        guard let file = try? AudioFile(path: path(of: m)), let probe = try? MPEGProbe.probe(file),
+              let index = MP3Decoder.scanIndex(file, probe: probe, knownFrames: m.durationFrames) else { return false }
+        let id = m.id
+        return try write { db -> Bool in
+            guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meditation WHERE id = ?", arguments: [id]) == 1 else {
+                return false
+            }
+            try LibraryStore.saveSeekIndex(index, for: id, db)
+            return true
+        }
     }
 
     /// Adopts every unlocked `<UUID>.<ext>` in Meditations/ that no row names: probed,

@@ -1,0 +1,104 @@
+// The daemon's one piece of housekeeping while nothing plays: it stores the frame index of
+// MP3 meditations that have none (imported before the index was kept, or adopted by a
+// repair), so that a start or a seek far into them reads a few frames instead of every
+// frame before (what `library verify --repair` does, without anyone having to run it).
+// One file at a time on a background thread; it stops between two files as soon as a
+// session starts and goes on when the daemon is idle again. A meditation it could not
+// index (an M4A needs none; a file that cannot be read) is not tried again by this daemon.
+import Dispatch
+import Logging
+import StillMomentCore
+import Synchronization
+
+final class BackgroundIndexer: Sendable {
+    private struct State {
+        var running = false
+        var stop = false
+        var finished = false
+        var tried: Set<String> = []
+        var stored = 0
+        /// Set when a run ends; the daemon takes it (to release the code pages it touched).
+        var justEnded = false
+    }
+
+    private let store: LibraryStore
+    private let log: Logger
+    private let queue = DispatchQueue(label: "stillmoment.indexer", qos: .background)
+    private let state = Mutex(State())
+
+    init(store: LibraryStore, log: Logger) {
+        self.store = store
+        self.log = log
+    }
+
+    /// Starts (or goes on with) the work unless it runs or is done.
+    func start() {
+        let go = state.withLock { s -> Bool in
+            s.stop = false
+            guard !s.running, !s.finished else { return false }
+            s.running = true
+            return true
+        }
+        if go { queue.async { self.work() } }
+    }
+
+    /// Asks it to stop after the file it is reading (a session is starting).
+    func pause() {
+        state.withLock { $0.stop = true }
+    }
+
+    /// Stops it and waits for the file it is reading (the daemon is exiting).
+    func halt() {
+        pause()
+        queue.sync {}
+    }
+
+    var isRunning: Bool { state.withLock { $0.running } }
+    var isFinished: Bool { state.withLock { $0.finished } }
+    /// Indexes stored by this daemon.
+    var stored: Int { state.withLock { $0.stored } }
+
+    /// True once after each run (finished or paused).
+    func takeEnded() -> Bool {
+        state.withLock { s in
+            defer { s.justEnded = false }
+            return s.justEnded
+        }
+    }
+
+    private func work() {
+        var complete = false
+        var storedNow = 0
+        defer {
+            let total = state.withLock { s -> Int in
+                s.running = false
+                s.justEnded = true
+                if complete { s.finished = true }
+                s.stored += storedNow
+                return s.stored
+            }
+            if complete && total > 0 {
+                log.info("stored the frame index of \(total) MP3 meditation(s) imported before it was kept (a start or seek far into them reads less)")
+            }
+        }
+        let tried = state.withLock { $0.tried }
+        let todo: [Meditation]
+        do {
+            todo = try store.unindexedMeditations().filter { !tried.contains($0.id) }
+        } catch {
+            log.warning("the frame indexes of older meditations cannot be looked at: \(error.description)")
+            complete = true
+            return
+        }
+        for m in todo {
+            guard !state.withLock({ $0.stop }) else { return }
+            state.withLock { _ = $0.tried.insert(m.id) }
+            do {
+                if try store.storeIndex(of: m) { storedNow += 1 }
+            } catch {
+                log.warning("the frame index of \(m.id) cannot be stored: \(error.description)")
+            }
+        }
+        complete = true
+    }
+}
