@@ -16,13 +16,14 @@ public final class BellSession: Session {
         let engine = try output.makeEngine(sampleRate: sampleRate)
         self.engine = engine
         let rate = engine.sampleRate
-        let frames: Int64
-        do { frames = try DecodedSource(path: path, engineRate: rate).passLength } catch { throw CoreError.audio(error) }
+        let bell: CountedSound
+        do { bell = try CountedSound(path: path, engineRate: rate) } catch { throw CoreError.audio(error) }
+        let frames = bell.frames
         let offsets = GongSchedule.strikeOffsets(strikes: strikes).map { $0 * Int64(rate) / 1000 }
         for (k, start) in offsets.enumerated() {
             let id = k + 1
             engine.schedule(ScoreEntry(id: id, start: start, end: start + frames) { () throws(AudioError) -> Voice in
-                Voice(id: id, source: try DecodedSource(path: path, engineRate: rate), start: start, gain: Float(volume))
+                Voice(id: id, source: try bell.source(engineRate: rate), start: start, gain: Float(volume))
             })
         }
         total = (offsets.last ?? 0) + frames

@@ -40,25 +40,22 @@ public final class GuidedSession: Session {
         preparationEnd = t
         kind = window == nil ? .guided : .preview
         var id = 0
-        func gong(_ gongID: String?) throws(CoreError) -> (String, Int64)? {
+        func gong(_ gongID: String?) throws(CoreError) -> CountedSound? {
             guard let gongID else { return nil }
             let sound = try catalog.gong(gongID)
             guard let p = catalog.path(of: sound) else { return nil }
-            do { return (p, try DecodedSource(path: p, engineRate: Int(rate)).passLength) } catch {
-                throw CoreError.audio(error)
-            }
+            do { return try CountedSound(path: p, engineRate: Int(rate)) } catch { throw CoreError.audio(error) }
         }
-        func schedule(_ gong: (String, Int64), at start: Int64) {
+        func schedule(_ gong: CountedSound, at start: Int64) {
             id += 1
             let voiceID = id
-            let (p, length) = gong
-            engine.schedule(ScoreEntry(id: voiceID, start: start, end: start + length) { () throws(AudioError) -> Voice in
-                Voice(id: voiceID, source: try DecodedSource(path: p, engineRate: Int(rate)), start: start)
+            engine.schedule(ScoreEntry(id: voiceID, start: start, end: start + gong.frames) { () throws(AudioError) -> Voice in
+                Voice(id: voiceID, source: try gong.source(engineRate: Int(rate)), start: start)
             })
         }
         if window == nil, from == 0, let g = try gong(m.startGong) {
             schedule(g, at: t)
-            t += g.1 + frames(Self.pauseAfterGong)
+            t += g.frames + frames(Self.pauseAfterGong)
         }
         let length = frames(window ?? (trimEnd - begin))
         voiceStart = t
@@ -88,7 +85,7 @@ public final class GuidedSession: Session {
         t += length
         if window == nil, let g = try gong(m.endGong) {
             schedule(g, at: t)
-            t += g.1
+            t += g.frames
         }
         total = t
     }

@@ -27,7 +27,7 @@ public final class TimerSession: Session {
     public let configuration: TimerConfiguration
     public let engine: AudioEngine
     /// The end gong's file and length, for `finish`.
-    private let endGong: (path: String, frames: Int64)
+    private let endGong: CountedSound
     /// The frame a `finish` took effect at (-1: not finished early).
     private let finishedAt = FrameMarker()
 
@@ -41,14 +41,9 @@ public final class TimerSession: Session {
         let rate = engine.sampleRate
         // Open each sound once now: a missing or damaged file is an error before we start,
         // and the gong's exact length places the ambience and the end of the session.
-        func length(_ sound: Sound, loop: Bool = false) throws(CoreError) -> (path: String, frames: Int64) {
+        func length(_ sound: Sound, loop: Bool = false) throws(CoreError) -> CountedSound {
             guard let path = catalog.path(of: sound) else { throw CoreError.damaged("the sound \(sound.id) has no file") }
-            do {
-                let source = try DecodedSource(path: path, engineRate: rate, loop: loop)
-                return (path, source.passLength)
-            } catch {
-                throw CoreError.audio(error)
-            }
+            do { return try CountedSound(path: path, engineRate: rate, loop: loop) } catch { throw CoreError.audio(error) }
         }
         let gong = try length(configuration.gong)
         endGong = gong
@@ -60,40 +55,37 @@ public final class TimerSession: Session {
                          hasAmbience: ambience != nil)
 
         var id = 0
-        func gongEntry(_ path: String, frames: Int64, at start: Int64, volume: Double) -> ScoreEntry {
+        func gongEntry(_ sound: CountedSound, at start: Int64, volume: Double) -> ScoreEntry {
             id += 1
             let voiceID = id
-            return ScoreEntry(id: voiceID, start: start, end: start + frames) { () throws(AudioError) -> Voice in
-                Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: rate), start: start,
-                      gain: Float(volume))
+            return ScoreEntry(id: voiceID, start: start, end: start + sound.frames) { () throws(AudioError) -> Voice in
+                Voice(id: voiceID, source: try sound.source(engineRate: rate), start: start, gain: Float(volume))
             }
         }
         for strike in plan.startStrikes {
-            engine.schedule(gongEntry(gong.path, frames: gong.frames, at: strike, volume: configuration.gongVolume))
+            engine.schedule(gongEntry(gong, at: strike, volume: configuration.gongVolume))
         }
         if let interval {
             for t in plan.intervalGongs + plan.randomBells {
-                engine.schedule(gongEntry(interval.path, frames: interval.frames, at: t,
-                                          volume: configuration.intervalVolume))
+                engine.schedule(gongEntry(interval, at: t, volume: configuration.intervalVolume))
             }
         }
         if let section {
             for t in plan.sectionStrikes {
-                engine.schedule(gongEntry(section.path, frames: section.frames, at: t, volume: configuration.gongVolume))
+                engine.schedule(gongEntry(section, at: t, volume: configuration.gongVolume))
             }
         }
         for strike in plan.endStrikes {
-            engine.schedule(gongEntry(gong.path, frames: gong.frames, at: strike, volume: configuration.gongVolume))
+            engine.schedule(gongEntry(gong, at: strike, volume: configuration.gongVolume))
         }
         if let ambience {
             for a in plan.ambienceSegments {
                 id += 1
                 let voiceID = id
-                let path = ambience.path
                 let volume = Float(configuration.ambienceVolume)
                 engine.schedule(ScoreEntry(id: voiceID, start: a.start, end: a.fadeOutStart + a.fadeOut) {
                     () throws(AudioError) -> Voice in
-                    let voice = Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: rate, loop: true),
+                    let voice = Voice(id: voiceID, source: try ambience.source(engineRate: rate, loop: true),
                                       start: a.start, gain: volume, fadeIn: a.fadeIn)
                     voice.fadeOut(at: a.fadeOutStart, over: a.fadeOut)
                     return voice
@@ -164,13 +156,13 @@ public final class TimerSession: Session {
         let gong = endGong, volume = Float(configuration.gongVolume)
         let strikes = GongSchedule.strikeOffsets(strikes: configuration.strikes).map { $0 * rate / 1000 }
         let marker = finishedAt
-        let path = gong.path, frames = gong.frames, engineRate = engine.sampleRate
+        let frames = gong.frames, engineRate = engine.sampleRate
         engine.finish(FinishPlan(fade: TimerPlan.ambienceFadeOut * rate / 1000) { t in
             marker.set(t)
             return strikes.enumerated().map { k, offset in
                 let start = t + offset, voiceID = 1_000_000 + k
                 return ScoreEntry(id: voiceID, start: start, end: start + frames) { () throws(AudioError) -> Voice in
-                    Voice(id: voiceID, source: try DecodedSource(path: path, engineRate: engineRate), start: start, gain: volume)
+                    Voice(id: voiceID, source: try gong.source(engineRate: engineRate), start: start, gain: volume)
                 }
             }
         })
