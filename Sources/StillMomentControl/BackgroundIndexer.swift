@@ -1,10 +1,12 @@
 // The daemon's one piece of housekeeping while nothing plays: it stores the frame index of
 // MP3 meditations that have none (imported before the index was kept, or adopted by a
 // repair), so that a start or a seek far into them reads a few frames instead of every
-// frame before (what `library verify --repair` does, without anyone having to run it).
-// One file at a time on a background thread; it stops between two files as soon as a
-// session starts and goes on when the daemon is idle again. A meditation it could not
-// index (an M4A needs none; a file that cannot be read) is not tried again by this daemon.
+// frame before (what `library verify --repair` does, without anyone having to run it), and
+// the length of imported sounds that have none (a long untagged MP3 ambience is otherwise
+// scanned for it at each start). One file at a time on a background thread; it stops
+// between two files as soon as a session starts and goes on when the daemon is idle again.
+// A file it could not do (an M4A needs no index; one that cannot be read) is not tried
+// again by this daemon.
 import Dispatch
 import Logging
 import StillMomentCore
@@ -17,6 +19,7 @@ final class BackgroundIndexer: Sendable {
         var finished = false
         var tried: Set<String> = []
         var stored = 0
+        var counted = 0
         /// Set when a run ends; the daemon takes it (to release the code pages it touched).
         var justEnded = false
     }
@@ -57,6 +60,8 @@ final class BackgroundIndexer: Sendable {
     var isFinished: Bool { state.withLock { $0.finished } }
     /// Indexes stored by this daemon.
     var stored: Int { state.withLock { $0.stored } }
+    /// Sound lengths stored by this daemon.
+    var counted: Int { state.withLock { $0.counted } }
 
     /// True once after each run (finished or paused).
     func takeEnded() -> Bool {
@@ -68,35 +73,54 @@ final class BackgroundIndexer: Sendable {
 
     private func work() {
         var complete = false
-        var storedNow = 0
+        var storedNow = 0, countedNow = 0
         defer {
-            let total = state.withLock { s -> Int in
+            let (stored, counted) = state.withLock { s -> (Int, Int) in
                 s.running = false
                 s.justEnded = true
                 if complete { s.finished = true }
                 s.stored += storedNow
-                return s.stored
+                s.counted += countedNow
+                return (s.stored, s.counted)
             }
-            if complete && total > 0 {
-                log.info("stored the frame index of \(total) MP3 meditation(s) imported before it was kept (a start or seek far into them reads less)")
+            if complete && stored > 0 {
+                log.info("stored the frame index of \(stored) MP3 meditation(s) imported before it was kept (a start or seek far into them reads less)")
+            }
+            if complete && counted > 0 {
+                log.info("stored the length of \(counted) imported sound(s) (a session no longer counts them at each start)")
             }
         }
         let tried = state.withLock { $0.tried }
-        let todo: [Meditation]
+        let meditations: [Meditation], sounds: [CustomSound]
         do {
-            todo = try store.unindexedMeditations().filter { !tried.contains($0.id) }
+            meditations = try store.unindexedMeditations().filter { !tried.contains("m:" + $0.id) }
+            sounds = try store.uncountedSounds().filter { !tried.contains("s:" + $0.id) }
         } catch {
-            log.warning("the frame indexes of older meditations cannot be looked at: \(error.description)")
+            log.warning("older meditations and sounds cannot be looked at: \(error.description)")
             complete = true
             return
         }
-        for m in todo {
-            guard !state.withLock({ $0.stop }) else { return }
-            state.withLock { _ = $0.tried.insert(m.id) }
+        func next(_ key: String) -> Bool {
+            state.withLock { s in
+                guard !s.stop else { return false }
+                s.tried.insert(key)
+                return true
+            }
+        }
+        for m in meditations {
+            guard next("m:" + m.id) else { return }
             do {
                 if try store.storeIndex(of: m) { storedNow += 1 }
             } catch {
                 log.warning("the frame index of \(m.id) cannot be stored: \(error.description)")
+            }
+        }
+        for sound in sounds {
+            guard next("s:" + sound.id) else { return }
+            do {
+                if try store.storeLength(of: sound) { countedNow += 1 }
+            } catch {
+                log.warning("the length of the sound \(sound.id) cannot be stored: \(error.description)")
             }
         }
         complete = true

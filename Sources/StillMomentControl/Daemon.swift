@@ -24,7 +24,8 @@ public final class Daemon {
         public var maxBacklog: Int = 256 * 1024
         /// A connection that neither asks nor listens (no subscription) is closed after this.
         public var idleTimeout: Double = 300
-        /// Idle this long, it stores the frame index of older MP3 meditations (BackgroundIndexer).
+        /// Idle this long, it stores the frame index of older MP3 meditations and the length
+        /// of older imported sounds (BackgroundIndexer).
         public var indexAfterIdle: Double = 10
 
         public init(onDemand: Bool, idleExit: Double = 600) {
@@ -305,8 +306,10 @@ public final class Daemon {
     /// The connections served now.
     var clientCount: Int { clients.count }
 
-    /// The background indexer's state: running, done, and how many indexes it stored.
-    var indexing: (running: Bool, finished: Bool, stored: Int) { (indexer.isRunning, indexer.isFinished, indexer.stored) }
+    /// The background indexer's state: running, done, how many indexes and sound lengths it stored.
+    var indexing: (running: Bool, finished: Bool, stored: Int, counted: Int) {
+        (indexer.isRunning, indexer.isFinished, indexer.stored, indexer.counted)
+    }
 
     // MARK: the loop
 

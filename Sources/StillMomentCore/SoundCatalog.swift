@@ -11,6 +11,8 @@ public struct Sound: Codable, Sendable, Equatable {
     public var volume: Double
     public var name: LocalizedText
     public var description: LocalizedText
+    /// Its length in frames as counted at the import (an imported sound; nil: not known).
+    public var frames: Int64? = nil
 }
 
 /// The bundled sounds (`Sounds/sounds.json`) and any imported into the store.
@@ -44,12 +46,14 @@ public struct SoundCatalog: Sendable {
     /// The bundled sounds plus those imported into the store.
     public static func withCustomSounds(store: LibraryStore) throws(CoreError) -> SoundCatalog {
         var catalog = try bundled()
+        let lengths = store.soundLengths()
         for custom in try store.customSounds() {
             let kind: Sound.Kind = custom.kind == "ambience" ? .ambience : .gong
             catalog.add(Sound(id: custom.id, filename: store.soundsFolder + "/" + custom.storedFile, kind: kind,
                               volume: kind == .ambience ? 0.15 : 1.0,
                               name: LocalizedText(en: custom.name, de: custom.name),
-                              description: LocalizedText(en: "imported", de: "importiert")))
+                              description: LocalizedText(en: "imported", de: "importiert"),
+                              frames: lengths[custom.id].flatMap { LibraryStore.plausible($0, size: custom.size) ? $0 : nil }))
         }
         return catalog
     }

@@ -235,7 +235,7 @@ struct DaemonServerTests {
         #expect(daemon.clientCount == 3)
     }
 
-    @Test("idle, the daemon stores the frame index of an older MP3 meditation; never while a session plays")
+    @Test("idle, the daemon stores the frame index of an older MP3 meditation and the length of an older sound; never while a session plays")
     func indexesOlderMeditationsWhenIdle() throws {
         let (daemon, dir) = try Self.daemon { $0.indexAfterIdle = 1 }
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -247,8 +247,14 @@ struct DaemonServerTests {
             return
         }
         let index = try #require(store.seekIndex(for: mp3))
-        // As if imported before the index was kept.
-        try store.write { db in try db.execute(sql: "DELETE FROM seekIndex") }
+        let sound = try Importer(store: store).importSound(fixtures.appendingPathComponent("cbr.mp3").path, kind: .gong,
+                                                           name: "Bell", catalog: try SoundCatalog.bundled())
+        let length = try #require(store.soundLengths()[sound.id])
+        // As if imported before the index and the length were kept.
+        try store.write { db in
+            try db.execute(sql: "DELETE FROM seekIndex")
+            try db.execute(sql: "UPDATE customSound SET frames = NULL")
+        }
 
         let actor = Peer(daemon)
         actor.send(#"{"hello":{"version":2}}"#)
@@ -257,15 +263,16 @@ struct DaemonServerTests {
         #expect(actor.line(daemon)?["result"] != nil)
         let playing = Date().addingTimeInterval(2.5)
         while Date() < playing { _ = daemon.step(cap: 20) }
-        #expect(daemon.indexing.stored == 0 && !daemon.indexing.running, "it ran while a timer played")
-        #expect(store.seekIndex(for: mp3) == nil)
+        #expect(daemon.indexing.stored == 0 && daemon.indexing.counted == 0 && !daemon.indexing.running, "it ran while a timer played")
+        #expect(store.seekIndex(for: mp3) == nil && store.soundLengths().isEmpty)
 
         actor.send(#"{"id":2,"command":"stop"}"#)
         #expect(actor.line(daemon)?["result"] != nil)
         let end = Date().addingTimeInterval(15)
         while Date() < end, !daemon.indexing.finished { _ = daemon.step(cap: 20) }
-        #expect(daemon.indexing.finished && daemon.indexing.stored == 1, "\(daemon.indexing)")
+        #expect(daemon.indexing.finished && daemon.indexing.stored == 1 && daemon.indexing.counted == 1, "\(daemon.indexing)")
         #expect(store.seekIndex(for: mp3) == index)
+        #expect(store.soundLengths() == [sound.id: length])
         #expect(store.seekIndex(for: m4a) == nil)
     }
 }

@@ -7,16 +7,21 @@ import Testing
 
 @Suite("Sounds counted once per session")
 struct CountedSoundTests {
-    @Test("a voice of an untagged MP3 (a custom ambience) opens with the count, not with a scan to its end")
-    func voicesDoNotScan() throws {
-        let home = LibraryTempHome()
-        // cbr.mp3 without its Info tag, 60 times over: 2,400 frames and no frame count.
+    /// cbr.mp3 without its Info tag, 60 times over: 2,400 frames and no frame count.
+    static func untaggedMP3(in home: LibraryTempHome) throws -> String {
         let fixture = LibraryTests.fixture("cbr.mp3")
         let bytes = try [UInt8](LibraryTests.bytes(fixture))
         let probe = try #require(try MPEGProbe.probe(try AudioFile(path: fixture)))
         let body = bytes[(Int(probe.firstFrameOffset) + probe.header.frameLength)...]
         let path = home.path + "/ambience.mp3"
         try Data(Array(repeating: Array(body), count: 60).joined()).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("a voice of an untagged MP3 (a custom ambience) opens with the count, not with a scan to its end")
+    func voicesDoNotScan() throws {
+        let home = LibraryTempHome()
+        let path = try Self.untaggedMP3(in: home)
 
         let counted = try CountedSound(path: path, engineRate: 48000, loop: true)
         let plain = try DecodedSource(path: path, engineRate: 48000, loop: true)
@@ -27,5 +32,36 @@ struct CountedSoundTests {
         let plainReads = try #require(plain.decoder as? MP3Decoder).fileReads
         #expect(voiceReads <= 2, "the voice's open read the file \(voiceReads) times")
         #expect(plainReads >= 20, "an open without the count: \(plainReads) reads (the scan)")
+    }
+
+    @Test("an imported sound's length is stored and given to the session; a damaged or older one is none, and can be counted again")
+    func importedSoundLength() throws {
+        let home = LibraryTempHome()
+        let (store, importer) = try LibraryTests.fresh(home)
+        let path = try Self.untaggedMP3(in: home)
+        let sound = try importer.importSound(path, kind: .ambience, name: "Long Rain", catalog: try SoundCatalog.bundled())
+        let counted = try CountedSound(path: path, engineRate: 44100)
+        let frames = try #require(counted.fileFrames)
+        #expect(store.soundLengths()[sound.id] == frames)
+        let entry = try #require(try SoundCatalog.withCustomSounds(store: store).sounds.first { $0.id == sound.id })
+        #expect(entry.frames == frames)
+        // A session's count with it reads the file once or twice, not to its end.
+        let opened = try CountedSound(path: try #require(entry.filename), engineRate: 44100, loop: true, knownFrames: entry.frames)
+        #expect(opened.frames == counted.frames)
+        let source = try DecodedSource(path: try #require(entry.filename), engineRate: 44100, knownFrames: entry.frames)
+        #expect(try #require(source.decoder as? MP3Decoder).fileReads <= 2)
+
+        // Values a hand edit or a damaged catalog could hold: no length, no crash, the sound still there.
+        for value in ["'abc'", "1.5", "x'00'", "-5", "0", "9223372036854775807"] {
+            try store.write { db in try db.execute(sql: "UPDATE customSound SET frames = \(value) WHERE id = ?", arguments: [sound.id]) }
+            let again = try SoundCatalog.withCustomSounds(store: store).sounds.first { $0.id == sound.id }
+            #expect(again != nil && again?.frames == nil, "frames = \(value)")
+        }
+        // Imported before it was kept: counted again (the daemon does it when idle).
+        try store.write { db in try db.execute(sql: "UPDATE customSound SET frames = NULL") }
+        #expect(try store.uncountedSounds().map(\.id) == [sound.id])
+        #expect(try store.storeLength(of: sound))
+        let left = try store.uncountedSounds()
+        #expect(store.soundLengths()[sound.id] == frames && left.isEmpty)
     }
 }

@@ -214,11 +214,13 @@ public struct Importer: Sendable {
         }
         let source: AudioFile
         let container: AudioContainer
+        let frames: Int64
         do throws(AudioError) {
             source = try AudioFile(path: path)
             container = try AudioContainer.detect(source)
             let decoder = try Self.openDecoder(source, container)
-            guard (decoder.totalFrames ?? 0) > 0 else { throw AudioError.noAudio(path: path) }
+            guard let total = decoder.totalFrames, total > 0 else { throw AudioError.noAudio(path: path) }
+            frames = total
         } catch {
             throw CoreError.unplayable(path: "", reason: error.text())
         }
@@ -236,6 +238,8 @@ public struct Importer: Sendable {
         do {
             try store.write { db in
                 try sound.insert(db)
+                // Its length as counted now: a session does not count it again at each start.
+                if LibraryStore.plausible(frames, size: sound.size) { try LibraryStore.saveSoundLength(frames, for: sound.id, db) }
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
                 }

@@ -210,6 +210,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v4-schedule", migrate: ScheduleStore.createTables)
         m.registerMigration("v5-web", migrate: PairingStore.createTables)
         m.registerMigration("v6-seek-index", migrate: createSeekIndexTable)
+        m.registerMigration("v7-sound-length", migrate: addSoundLengthColumn)
         return m
     }
 

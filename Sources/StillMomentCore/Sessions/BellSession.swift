@@ -17,7 +17,7 @@ public final class BellSession: Session {
         self.engine = engine
         let rate = engine.sampleRate
         let bell: CountedSound
-        do { bell = try CountedSound(path: path, engineRate: rate) } catch { throw CoreError.audio(error) }
+        do { bell = try CountedSound(path: path, engineRate: rate, knownFrames: sound.frames) } catch { throw CoreError.audio(error) }
         let frames = bell.frames
         let offsets = GongSchedule.strikeOffsets(strikes: strikes).map { $0 * Int64(rate) / 1000 }
         for (k, start) in offsets.enumerated() {

@@ -11,8 +11,9 @@ struct CountedSound: Sendable {
     /// Frames as the decoder counted them (nil: it could not).
     let fileFrames: Int64?
 
-    init(path: String, engineRate: Int, loop: Bool = false) throws(AudioError) {
-        let source = try DecodedSource(path: path, engineRate: engineRate, loop: loop)
+    /// `knownFrames`: its length as stored at the import (an imported sound), if known.
+    init(path: String, engineRate: Int, loop: Bool = false, knownFrames: Int64? = nil) throws(AudioError) {
+        let source = try DecodedSource(path: path, engineRate: engineRate, loop: loop, knownFrames: knownFrames)
         self.path = path
         frames = source.passLength
         fileFrames = source.decoder.totalFrames

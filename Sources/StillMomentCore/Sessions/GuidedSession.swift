@@ -44,7 +44,7 @@ public final class GuidedSession: Session {
             guard let gongID else { return nil }
             let sound = try catalog.gong(gongID)
             guard let p = catalog.path(of: sound) else { return nil }
-            do { return try CountedSound(path: p, engineRate: Int(rate)) } catch { throw CoreError.audio(error) }
+            do { return try CountedSound(path: p, engineRate: Int(rate), knownFrames: sound.frames) } catch { throw CoreError.audio(error) }
         }
         func schedule(_ gong: CountedSound, at start: Int64) {
             id += 1

@@ -43,7 +43,9 @@ public final class TimerSession: Session {
         // and the gong's exact length places the ambience and the end of the session.
         func length(_ sound: Sound, loop: Bool = false) throws(CoreError) -> CountedSound {
             guard let path = catalog.path(of: sound) else { throw CoreError.damaged("the sound \(sound.id) has no file") }
-            do { return try CountedSound(path: path, engineRate: rate, loop: loop) } catch { throw CoreError.audio(error) }
+            do { return try CountedSound(path: path, engineRate: rate, loop: loop, knownFrames: sound.frames) } catch {
+                throw CoreError.audio(error)
+            }
         }
         let gong = try length(configuration.gong)
         endGong = gong
@@ -102,7 +104,9 @@ public final class TimerSession: Session {
             throw CoreError.damaged("the sound \(configuration.gong.id) has no file")
         }
         let frames: Int64
-        do { frames = try DecodedSource(path: path, engineRate: sampleRate).passLength } catch { throw CoreError.audio(error) }
+        do { frames = try CountedSound(path: path, engineRate: sampleRate, knownFrames: configuration.gong.frames).frames } catch {
+            throw CoreError.audio(error)
+        }
         return TimerPlan(configuration: configuration, rate: sampleRate, gongFrames: frames,
                          hasAmbience: configuration.ambience != nil)
     }
