@@ -92,7 +92,7 @@ int sm_set_nonblocking(int fd, int on) {
     return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
 }
 
-int sm_spawn_detached(const char *path, char *const argv[], int log_fd) {
+int sm_spawn_detached(const char *path, char *const argv[], int log_fd, int ready_fd) {
     int report[2];   /* the grandchild writes errno here if exec fails */
     if (pipe2(report, O_CLOEXEC) < 0) return -errno;
     pid_t child = fork();
@@ -114,15 +114,18 @@ int sm_spawn_detached(const char *path, char *const argv[], int log_fd) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        /* Move the fds out of 0-2 first, in case the client ran with those closed. */
+        /* Move the fds out of 0-3 first, in case the client ran with those closed. */
         int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null_fd >= 0 && null_fd < 3) null_fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 3);
-        if (log_fd >= 0 && log_fd < 3) log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, 3);
+        if (null_fd >= 0 && null_fd < 4) null_fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 4);
+        if (log_fd >= 0 && log_fd < 4) log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, 4);
+        if (ready_fd >= 0 && ready_fd < 4) ready_fd = fcntl(ready_fd, F_DUPFD_CLOEXEC, 4);
         if (null_fd >= 0) dup2(null_fd, 0);
         if (log_fd >= 0) {
             dup2(log_fd, 1);
             dup2(log_fd, 2);
         }
+        /* The readiness pipe is fd 3 in the program (dup2 clears close-on-exec). */
+        if (ready_fd >= 0) dup2(ready_fd, 3);
         if (chdir("/") < 0) { /* stay where we are */ }
         execv(path, argv);
         int err = errno;
@@ -140,4 +143,8 @@ int sm_spawn_detached(const char *path, char *const argv[], int log_fd) {
     if (n == (ssize_t)sizeof err) return -err;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -ECHILD;
     return 0;
+}
+
+int sm_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC) == 0 ? 0 : -errno;
 }

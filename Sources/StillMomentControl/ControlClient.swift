@@ -3,6 +3,7 @@
 import CSystem
 import FoundationEssentials
 import Glibc
+import StillMomentAudio
 import StillMomentCore
 
 /// A connection to the daemon: the hello, then requests (answered in order, matched by
@@ -54,15 +55,22 @@ public final class ControlClient {
         }
         if fd < 0 {
             guard startIfNeeded else { throw ControlError.noDaemon }
-            let log = try startDaemon()
-            // The daemon opens the store (and migrates it) before it listens: allow for a slow SD card.
-            for _ in 0..<400 {
-                usleep(25_000)
+            let (log, ready) = try startDaemon()
+            defer { close(ready) }
+            // The daemon opens the store (and migrates it) before it listens, then writes a
+            // byte to the pipe and closes it: allow 10 s for a slow SD card. Another daemon
+            // started at the same moment serves: it says so, and that one is waited for. The
+            // pipe closed without a byte: it failed, and its log says why, now.
+            let started = waitForReady(ready, timeoutMs: 10_000)
+            let tries = switch started { case .serving: 40; case .anotherServes: 400; case .exited, .noAnswer: 1 }
+            for i in 0..<tries {
+                if i > 0 { usleep(25_000) }
                 (fd, peer) = try ControlPaths.connectTrusted(path)
                 if fd >= 0 { break }
             }
             guard fd >= 0 else {
-                throw ControlError.io("the daemon did not start: \(lastLine(of: log) ?? "no reason given") (see \(log))")
+                let why = lastLine(of: log) ?? tr("no reason given", "ohne Angabe eines Grundes")
+                throw ControlError.io(tr("the daemon did not start: \(why) (see \(log))", "der Daemon ist nicht gestartet: \(why) (siehe \(log))"))
             }
         }
         let client = ControlClient(fd: fd, peerPID: peer)
@@ -204,7 +212,29 @@ public final class ControlClient {
     // MARK: starting the daemon
 
     /// Starts `stillmoment daemon --on-demand` detached; returns its log file.
-    private static func startDaemon() throws(ControlError) -> String {
+    /// What a daemon started on demand said on its readiness pipe.
+    enum Started { case serving, anotherServes, exited, noAnswer }
+
+    /// The daemon's byte (ReadyByte) or the pipe's end; `.noAnswer` when the time ran out.
+    private static func waitForReady(_ fd: Int32, timeoutMs: Int32) -> Started {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var left = timeoutMs
+        while left > 0 {
+            let t0 = MonotonicClock.milliseconds()
+            let n = poll(&pfd, 1, left)
+            if n > 0 {
+                var byte: UInt8 = 0
+                guard read(fd, &byte, 1) == 1 else { return .exited }
+                return byte == ReadyByte.anotherServes ? .anotherServes : .serving
+            }
+            if n < 0 && errno != EINTR { return .noAnswer }
+            left -= Int32(clamping: MonotonicClock.milliseconds() - t0)
+        }
+        return .noAnswer
+    }
+
+    /// Starts a daemon on demand; its log's path and the read end of its readiness pipe.
+    private static func startDaemon() throws(ControlError) -> (log: String, ready: Int32) {
         try ControlPaths.prepareFolder()
         var home = Paths.home
         if !home.hasPrefix("/") {
@@ -220,18 +250,38 @@ public final class ControlClient {
         let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard logFD >= 0 else { throw ControlError.io("cannot open \(logPath): \(String(cString: strerror(errno)))") }
         defer { close(logFD) }
-        guard let exe = Paths.executable else { throw ControlError.io("cannot find the stillmoment executable") }
-        let args = [exe, "daemon", "--on-demand"]
+        guard let exe = Paths.executable else {
+            throw ControlError.io(tr("cannot find the stillmoment executable", "das Programm stillmoment ist nicht zu finden"))
+        }
+        var pipeFDs: [Int32] = [-1, -1]
+        let p = sm_pipe_cloexec(&pipeFDs)
+        guard p == 0 else { throw ControlError.io(tr("cannot start the daemon: ", "der Daemon lässt sich nicht starten: ") + String(cString: strerror(-p))) }
+        let args = [exe, "daemon", "--on-demand", "--ready-fd", "3"]
         var cArgs = args.map { strdup($0) }
         cArgs.append(nil)
         defer { for a in cArgs { free(a) } }
-        let r = sm_spawn_detached(exe, cArgs, logFD)
-        guard r == 0 else { throw ControlError.io("cannot start the daemon: \(String(cString: strerror(-r)))") }
-        return logPath
+        let r = sm_spawn_detached(exe, cArgs, logFD, pipeFDs[1])
+        close(pipeFDs[1])
+        guard r == 0 else {
+            close(pipeFDs[0])
+            throw ControlError.io(tr("cannot start the daemon: ", "der Daemon lässt sich nicht starten: ") + String(cString: strerror(-r)))
+        }
+        return (logPath, pipeFDs[0])
     }
 
+    /// The log's last line, without the "stillmoment: error: " it was printed with.
     private static func lastLine(of path: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init)
+        guard let data = FileManager.default.contents(atPath: path),
+              var line = String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init) else { return nil }
+        for prefix in ["stillmoment: ", "error: ", "Fehler: "] where line.hasPrefix(prefix) { line.removeFirst(prefix.count) }
+        return line
     }
+}
+
+/// What a daemon started on demand writes to its client's readiness pipe before closing it.
+public enum ReadyByte {
+    /// It listens.
+    public static let serving: UInt8 = 1
+    /// Another daemon took the lock first (started at the same moment) and serves.
+    public static let anotherServes: UInt8 = 2
 }

@@ -16,12 +16,17 @@ struct DaemonCommand: ParsableCommand {
     )
 
     @Flag(name: .customLong("on-demand"), help: .hidden) var onDemand = false
+    @Option(name: .customLong("ready-fd"), help: .hidden) var readyFD: Int32?
 
-    func invocation() -> Invocation { .daemon(onDemand: onDemand) }
+    func invocation() -> Invocation { .daemon(onDemand: onDemand, readyFD: readyFD) }
     func run() throws { try invocation().run() }
 
-    /// Serves until stopped; `onDemand`: started by a client, leaves when another daemon won the race.
-    static func serve(onDemand: Bool) throws {
+    /// Serves until stopped; `onDemand`: started by a client, leaves when another daemon won
+    /// the race. `readyFD`: the client's pipe, told (a byte, then closed) once it listens;
+    /// closed without the byte when it does not (the client then reads why in the log at once).
+    static func serve(onDemand: Bool, readyFD: Int32? = nil) throws {
+        let ready = readyFD.flatMap(ReadyPipe.init)
+        defer { ready?.close() }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .info
@@ -42,9 +47,11 @@ struct DaemonCommand: ParsableCommand {
         let daemon: Daemon
         do {
             daemon = try Daemon(options: options, log: log)
+            ready?.notify(ReadyByte.serving)
         } catch {
             // Two clients may start a daemon at once: the one that lost the race just leaves.
             if case .alreadyRunning = error, onDemand {
+                ready?.notify(ReadyByte.anotherServes)
                 log.info("\(error.description): leaving it to serve")
                 return
             }
@@ -249,5 +256,32 @@ struct AttachCommand: ParsableCommand {
         var attachment = Attachment(client: client, session: session, status: status)
         let code = attachment.run()
         if code != 0 { throw ExitCode(code) }
+    }
+}
+
+/// The write end of a client's readiness pipe, given to a daemon started on demand: only a
+/// pipe is written to (a stray number names some other file, or nothing), once, and closed once.
+final class ReadyPipe {
+    private var fd: Int32
+
+    init?(_ fd: Int32) {
+        var st = stat()
+        guard fd >= 3, fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFIFO else { return nil }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)   // not handed on to anything the daemon starts
+        self.fd = fd
+    }
+
+    /// Says `byte` (ReadyByte) and closes the pipe.
+    func notify(_ byte: UInt8) {
+        guard fd >= 0 else { return }
+        var b = byte
+        _ = write(fd, &b, 1)
+        close()
+    }
+
+    func close() {
+        guard fd >= 0 else { return }
+        _ = Glibc.close(fd)
+        fd = -1
     }
 }

@@ -12,8 +12,8 @@ enum Invocation: Equatable {
     case seek(target: String)
     /// A timer or a meditation for the daemon (started if none runs); followed unless detached.
     case session(ControlCommand, args: [String: JSON], detach: Bool, what: String)
-    /// `daemon [--on-demand]`
-    case daemon(onDemand: Bool)
+    /// `daemon [--on-demand [--ready-fd N]]`
+    case daemon(onDemand: Bool, readyFD: Int32?)
 
     func run() throws {
         switch self {
@@ -21,7 +21,7 @@ enum Invocation: Equatable {
         case .request(let command): Console.out(StatusText.summary(try control(command)))
         case .seek(let target): try SeekCommand.seek(target)
         case .session(let command, let args, let detach, let what): try submit(command, args, detach: detach, what: what)
-        case .daemon(let onDemand): try DaemonCommand.serve(onDemand: onDemand)
+        case .daemon(let onDemand, let readyFD): try DaemonCommand.serve(onDemand: onDemand, readyFD: readyFD)
         }
     }
 }

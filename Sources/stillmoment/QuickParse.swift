@@ -29,8 +29,13 @@ enum QuickParse {
             if rest.count == 2, rest[0] == "--", !rest[1].isEmpty, !rest[1].hasPrefix("--") { return .seek(target: rest[1]) }
             return nil
         case "daemon":
-            if rest.isEmpty { return .daemon(onDemand: false) }
-            return rest == ["--on-demand"] ? .daemon(onDemand: true) : nil
+            if rest.isEmpty { return .daemon(onDemand: false, readyFD: nil) }
+            if rest == ["--on-demand"] { return .daemon(onDemand: true, readyFD: nil) }
+            // How a client starts one: `daemon --on-demand --ready-fd 3`.
+            if rest.count == 3, rest[0] == "--on-demand", rest[1] == "--ready-fd", let fd = Int32(rest[2]), fd >= 0 {
+                return .daemon(onDemand: true, readyFD: fd)
+            }
+            return nil
         case "timer": return timer(rest)
         case "play": return play(rest)
         default: return nil

@@ -38,7 +38,7 @@ struct QuickParseTests {
     static let plain: [[String]] = [
         ["status"], ["status", "--json"], ["pause"], ["resume"], ["stop"], ["finish"],
         ["seek", "+15s"], ["seek", "-15s"], ["seek", "12:30"], ["seek", "1:02:03"], ["seek", "-1m30s"], ["seek", "x"],
-        ["daemon"], ["daemon", "--on-demand"],
+        ["daemon"], ["daemon", "--on-demand"], ["daemon", "--on-demand", "--ready-fd", "3"],
         ["timer"], ["timer", "20m"], ["timer", "open"], ["timer", "20m", "--detach"],
         ["timer", "1m", "--preparation", "off", "--device", "hw:Loopback,0", "--detach"],
         ["timer", "--duration", "5m", "--interval", "5m", "--ambience", "forest", "--ambience-volume", "0.3"],
@@ -68,7 +68,8 @@ struct QuickParseTests {
         let lines: [[String]] = [
             [], ["help"], ["--help"], ["-h"], ["--version"], ["pause", "--help"], ["status", "--json", "--json"],
             ["status", "-h"], ["stop", "now"], ["seek"], ["seek", "1", "2"], ["seek", "--help"], ["seek", "help"],
-            ["daemon", "--bogus"], ["timer", "--help"], ["timer", "help"], ["timer", "20m", "--plan"],
+            ["daemon", "--bogus"], ["daemon", "--ready-fd", "3"], ["daemon", "--on-demand", "--ready-fd", "-1"],
+            ["daemon", "--on-demand", "--ready-fd", "x"], ["daemon", "--on-demand", "--ready-fd"], ["timer", "--help"], ["timer", "help"], ["timer", "20m", "--plan"],
             ["timer", "20m", "--output", "x.wav"], ["timer", "20m", "--foreground"], ["timer", "20m", "--format", "s16"],
             ["timer", "20m", "--duration", "5m"], ["timer", "20m", "30m"], ["timer", "--device"], ["timer", "--device", "--detach"],
             ["timer", "--device", ""], ["timer", "--device="], ["timer", "--gong", "a", "--gong", "b"], ["timer", "--detach", "--detach"],

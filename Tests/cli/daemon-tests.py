@@ -550,6 +550,16 @@ def case_start(c):
             stop_pid(lp)
     check(not bad, f"start: two concurrent `timer --detach` leave exactly one daemon ({rounds} rounds{': ' + '; '.join(bad) if bad else ''})")
 
+    # A daemon that cannot start (its catalog cannot be opened: here a folder in its place)
+    # closes the client's readiness pipe: the client says why at once, not after 10 s.
+    broken = os.path.join(c.dir, "broken-home")
+    os.makedirs(os.path.join(broken, "library.sqlite"))
+    env = c.make_env(c.make_runtime("run-broken"), home=broken)
+    r = c.sm("timer", "24h", "--device", "null", "--detach", env=env)
+    check(r.rc == 1 and r.secs < 3 and "the daemon did not start" in r.err and "catalog" in r.err,
+          f"start: a daemon that cannot open its catalog is reported within {r.secs:.2f} s (under 3; exit {r.rc}: {r.short()})")
+    check(daemons_in(env["XDG_RUNTIME_DIR"]) == [], "start: and no daemon is left of it")
+
 
 def case_status(c):
     r = c.sm("timer", "24h", "--device", "null", "--detach")

@@ -24,8 +24,12 @@ int sm_set_nonblocking(int fd, int on);
 
 /* Starts `argv[0]` at `path` detached: in a session of its own (no controlling
  * terminal), not a child of the caller (double fork, so it is never left a zombie),
- * stdin from /dev/null, stdout and stderr to `log_fd`. Returns 0 or -errno (a failed
- * exec is reported through a close-on-exec pipe). */
-int sm_spawn_detached(const char *path, char *const argv[], int log_fd);
+ * stdin from /dev/null, stdout and stderr to `log_fd`, and `ready_fd` (if >= 0) as its
+ * fd 3 (the write end of a pipe it closes, after a byte, once it serves). Returns 0 or
+ * -errno (a failed exec is reported through a close-on-exec pipe). */
+int sm_spawn_detached(const char *path, char *const argv[], int log_fd, int ready_fd);
+
+/* A pipe whose two ends are close-on-exec. Returns 0 or -errno. */
+int sm_pipe_cloexec(int fds[2]);
 
 #endif
