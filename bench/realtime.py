@@ -120,13 +120,18 @@ class Client:
     def read(self):
         return json.loads(self.file.readline())
 
-    def request(self, command, args=None):
+    def request(self, command, args=None, stamp=False):
+        """Sends a request and waits for its answer: (the send's time, the result). `stamp`
+        adds "at", the send's time on CLOCK_MONOTONIC in µs (as the CLI and the live view
+        stamp a seek with when their user asked)."""
         rid = self.next
         self.next += 1
         message = {"id": rid, "command": command}
         if args:
-            message["args"] = args
+            message["args"] = dict(args)
         t = time.monotonic()
+        if stamp:
+            message.setdefault("args", {})["at"] = int(t * 1e6)
         self.send(message)
         while True:
             m = self.read()

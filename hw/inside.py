@@ -410,7 +410,9 @@ class Guest:
             time.sleep(1.5)
         self.status("after pauses and resumes")
         for by in (15000, -15000):
-            t, r = self.client.request("seek", {"by": by})
+            # Stamped with its send's time, as every client of ours stamps a seek (the CLI's
+            # start, a key of the live view, the web server's arrival).
+            t, r = self.client.request("seek", {"by": by}, stamp=True)
             self.event("seek", t, by=by, detail=json.dumps(r)[:300])
             time.sleep(1.5)
         self.status("after seeks")

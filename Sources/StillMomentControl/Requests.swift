@@ -2,6 +2,7 @@
 // `args` (an unknown key is refused naming it, every number range-checked before any
 // conversion) and written by clients the same way.
 import FoundationEssentials
+import StillMomentAudio
 import StillMomentCore
 
 /// A request's arguments, read once, key by key: `finish()` refuses keys nobody asked for.
@@ -163,30 +164,60 @@ public struct PlayRequest: Sendable, Equatable {
     }
 }
 
-/// `seek`: by a signed amount or to a position in the meditation (ms).
-public enum SeekRequest: Sendable, Equatable {
-    case by(Int64)
-    case to(Int64)
+/// `seek`: by a signed amount or to a position in the meditation (ms); `at`, from a client on
+/// this machine: when its user asked (CLOCK_MONOTONIC in µs), so that a relative seek counts
+/// from where the meditation was heard then, not when the request reached the daemon.
+public struct SeekRequest: Sendable, Equatable {
+    public enum Target: Sendable, Equatable {
+        case by(Int64)
+        case to(Int64)
+    }
+
+    public var target: Target
+    public var at: Int64?
+
+    public static func by(_ ms: Int64, at: Int64? = nil) -> SeekRequest { SeekRequest(target: .by(ms), at: at) }
+    public static func to(_ ms: Int64, at: Int64? = nil) -> SeekRequest { SeekRequest(target: .to(ms), at: at) }
+
+    /// Now, as `at` takes it (CLOCK_MONOTONIC in µs).
+    public static func stampNow() -> Int64 { Int64(MonotonicClock.nanoseconds() / 1000) }
+
+    public init(target: Target, at: Int64? = nil) {
+        self.target = target
+        self.at = at
+    }
+
+    /// The largest `at` taken: 2^53 µs (a JSON number holds every whole number below it).
+    static let maxAt = 9_007_199_254_740_991.0
 
     public init(args: [String: JSON]) throws(ProtocolError) {
         var r = ArgumentReader(.seek, args)
         let by = try r.milliseconds("by")
         let to = try r.milliseconds("to")
+        let at = try r.integer("at", limit: Self.maxAt)
         try r.finish()
         switch (by, to) {
-        case (let b?, nil): self = .by(b)
-        case (nil, let t?) where t >= 0: self = .to(t)
+        case (let b?, nil): target = .by(b)
+        case (nil, let t?) where t >= 0: target = .to(t)
         default:
             throw ProtocolError(.badArguments, tr("seek needs {\"by\": milliseconds} or {\"to\": milliseconds}",
                                                   "seek braucht {\"by\": Millisekunden} oder {\"to\": Millisekunden}"))
         }
+        guard at.map({ $0 >= 0 }) ?? true else {
+            throw ProtocolError(.badArguments, tr("at must be a time on the monotonic clock in µs, not negative",
+                                                  "at muss eine Zeit der monotonen Uhr in µs sein, nicht negativ"))
+        }
+        self.at = at
     }
 
     public var args: [String: JSON] {
-        switch self {
-        case .by(let ms): return ["by": .number(Double(ms))]
-        case .to(let ms): return ["to": .number(Double(ms))]
+        var a: [String: JSON]
+        switch target {
+        case .by(let ms): a = ["by": .number(Double(ms))]
+        case .to(let ms): a = ["to": .number(Double(ms))]
         }
+        if let at { a["at"] = .number(Double(at)) }
+        return a
     }
 }
 

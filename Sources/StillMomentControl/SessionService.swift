@@ -215,7 +215,10 @@ public final class SessionService {
         return status()
     }
 
-    /// `receivedAt`: when the request was read from its client (MonotonicClock ns).
+    /// `receivedAt`: when the request was read from its client (MonotonicClock ns); the
+    /// request's own `at` (its user's moment, on this machine's clock) when it is earlier,
+    /// by at most a second (another machine's or namespace's clock, or a stale stamp, is
+    /// not believed).
     func seek(_ request: SeekRequest, receivedAt: UInt64? = nil) throws(ProtocolError) -> Status {
         defer { reap() }
         let s = try playing()
@@ -231,17 +234,23 @@ public final class SessionService {
         // reach it, would land late by that much (2-3 ms in the sound-card rig's guest).
         let length = g.meditation.trimEnd ?? g.meditation.durationMilliseconds
         let start = g.meditation.trimStart ?? 0
+        var asked = receivedAt
+        if let stamp = request.at {
+            let arrival = receivedAt ?? MonotonicClock.nanoseconds()
+            let (clientNs, overflow) = UInt64(stamp).multipliedReportingOverflow(by: 1000)
+            if !overflow, clientNs <= arrival, arrival - clientNs < 1_000_000_000 { asked = clientNs }
+        }
         let now: Int64
         if let pending = s.seekTarget.withLock({ $0 }) {
             now = pending
-        } else if let at = receivedAt, !s.paused.load(ordering: .acquiring), s.queued.load(ordering: .acquiring) == 0,
+        } else if let at = asked, !s.paused.load(ordering: .acquiring), s.queued.load(ordering: .acquiring) == 0,
                   s.commandedAt.load(ordering: .acquiring) < at, MonotonicClock.nanoseconds() - at < 1_000_000_000 {
             now = g.filePosition(heardAt: at)
         } else {
             now = g.filePosition
         }
         let target: Int64
-        switch request {
+        switch request.target {
         case .by(let ms): target = min(max(start, now + ms), length)
         case .to(let ms): target = min(max(start, ms), length)
         }

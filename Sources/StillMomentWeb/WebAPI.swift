@@ -150,7 +150,10 @@ public final class WebAPI {
             return .respond(control(command, [:], start: false))
         case ("POST", "seek", 1):
             do throws(ProtocolError) {
-                return .respond(control(.seek, try SeekRequest(args: args).args, start: false))
+                // Counted from when it reached this server (a phone's clock is not this machine's).
+                var seek = try SeekRequest(args: args)
+                seek.at = SeekRequest.stampNow()
+                return .respond(control(.seek, seek.args, start: false))
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }

@@ -44,8 +44,9 @@ struct Attachment {
                     switch key {
                     case .space:
                         status = try client.call(status.isPaused ? .resume : .pause)
-                    case .left: status = try client.call(.seek, SeekRequest.by(-15_000).args)
-                    case .right: status = try client.call(.seek, SeekRequest.by(15_000).args)
+                    // From the moment the key was read.
+                    case .left: status = try client.call(.seek, SeekRequest.by(-15_000, at: SeekRequest.stampNow()).args)
+                    case .right: status = try client.call(.seek, SeekRequest.by(15_000, at: SeekRequest.stampNow()).args)
                     case .quit: try client.call(.stop)
                     case .finish: if status.source == .timer { status = try client.call(.finish) }
                     case .detach:

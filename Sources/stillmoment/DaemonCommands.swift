@@ -225,8 +225,9 @@ struct SeekCommand: ParsableCommand {
         var args: [String: JSON] = [:]
         do {
             if text.hasPrefix("+") || text.hasPrefix("-") {
+                // From when this command started: what the user heard when they asked.
                 let ms = try TimeText.parse(String(text.dropFirst()))
-                args = SeekRequest.by(text.hasPrefix("-") ? -ms : ms).args
+                args = SeekRequest.by(text.hasPrefix("-") ? -ms : ms, at: Int64(ProcessClock.start / 1000)).args
             } else {
                 args = SeekRequest.to(try TimeText.parse(text)).args
             }

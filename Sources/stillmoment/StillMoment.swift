@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import StillMomentAudio
 
 @main
 struct StillMoment: ParsableCommand {
@@ -26,6 +27,7 @@ struct StillMoment: ParsableCommand {
     /// usage errors included, which it would end with 64), 3 the sound device. A plain
     /// command line of the commands typed most skips ArgumentParser (QuickParse).
     static func main() {
+        _ = ProcessClock.start
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
             if let invocation = QuickParse.invocation(arguments) {
@@ -45,4 +47,10 @@ struct StillMoment: ParsableCommand {
             exit(withError: error)
         }
     }
+}
+
+/// When this process's main() began (MonotonicClock ns): a relative seek asked on the
+/// command line counts from it.
+enum ProcessClock {
+    static let start = MonotonicClock.nanoseconds()
 }

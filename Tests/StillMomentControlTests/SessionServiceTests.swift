@@ -73,6 +73,10 @@ struct SessionServiceTests {
             (.play, ["id": .string("x"), "form": .number(1000)], "form"),
             (.seek, ["by": .number(1000), "too": .number(5)], "too"),
             (.seek, ["by": .number(1e300)], "by"),
+            (.seek, ["by": .number(0), "at": .number(1e300)], "at"),
+            (.seek, ["by": .number(0), "at": .number(-5)], "at"),
+            (.seek, ["by": .number(0), "at": .number(1.5)], "at"),
+            (.seek, ["by": .number(0), "at": .string("now")], "at"),
             (.ringNow, ["id": .number(1.5)], "id"),
         ]
         for (command, args, key) in cases {

@@ -93,6 +93,27 @@ def main():
               "a seek behind 300 requests counts from when it came in: its target off the position heard when it "
               "was sent by " + ", ".join(f"{off:+.1f} ms (±{half:.1f}; the batch answered in {took:.0f} ms)"
                                          for off, half, took in behind) + " (at most 5)")
+        # A client on this machine may say when its user asked ("at": CLOCK_MONOTONIC in µs,
+        # as the CLI's start, a key in the live view or the web server's arrival): the seek
+        # counts from then, up to a second back; an older stamp or one in the future is not
+        # believed (the request's arrival counts).
+        stamped = []
+        for back, believed in ((0.3, True), (1.5, False), (-0.5, False)):
+            time.sleep(2.5)
+            t0 = time.monotonic()
+            _, s0 = client.request("status")
+            t0b = time.monotonic()
+            mid = (t0 + t0b) / 2
+            at = mid - back
+            t1 = time.monotonic()
+            _, r = client.request("seek", {"by": 0, "at": int(at * 1e6)})
+            counted = at if believed else t1
+            off = (r.get("position", -1e9) if isinstance(r, dict) else -1e9) - (s0["position"] + (counted - mid) * 1000)
+            stamped.append((back, believed, off, (t0b - t0) * 1000 / 2))
+        check(all(abs(off) <= 5 + half for _, _, off, half in stamped),
+              "a seek with the client's own time counts from it (up to 1 s back), else from its arrival: " +
+              ", ".join(f"at {-back * 1000:+.0f} ms {'believed' if ok else 'not believed'}: {off:+.1f} ms (±{half:.1f})"
+                        for back, ok, off, half in stamped) + " (at most 5)")
         _, status = client.request("status")
         client.request("stop")
         time.sleep(0.5)
