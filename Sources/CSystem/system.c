@@ -11,6 +11,10 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 static int make_address(const char *path, struct sockaddr_un *addr) {
     size_t n = strlen(path);
@@ -119,6 +123,7 @@ int sm_spawn_detached(const char *path, char *const argv[], int log_fd, int read
         if (null_fd >= 0 && null_fd < 4) null_fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 4);
         if (log_fd >= 0 && log_fd < 4) log_fd = fcntl(log_fd, F_DUPFD_CLOEXEC, 4);
         if (ready_fd >= 0 && ready_fd < 4) ready_fd = fcntl(ready_fd, F_DUPFD_CLOEXEC, 4);
+        if (report[1] < 4) report[1] = fcntl(report[1], F_DUPFD_CLOEXEC, 4);   /* not closed by the dup2 to 3 */
         if (null_fd >= 0) dup2(null_fd, 0);
         if (log_fd >= 0) {
             dup2(log_fd, 1);
@@ -147,4 +152,34 @@ int sm_spawn_detached(const char *path, char *const argv[], int log_fd, int read
 
 int sm_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC) == 0 ? 0 : -errno;
+}
+
+struct sm_background_job { void (*fn)(void *); void *ctx; };
+
+static void *sm_background_main(void *arg) {
+    struct sm_background_job job = *(struct sm_background_job *)arg;
+    free(arg);
+    /* This thread only: the lowest CPU priority, and the idle I/O class (it reads the
+     * disk only when nothing else does). It ends with the job, so nothing else inherits
+     * either (a thread cannot take its priority back without CAP_SYS_NICE). */
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    (void)setpriority(PRIO_PROCESS, (id_t)tid, 19);
+    (void)syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, (int)tid, (3 << 13) /* IOPRIO_CLASS_IDLE */);
+    job.fn(job.ctx);
+    return NULL;
+}
+
+int sm_run_background(void (*fn)(void *), void *ctx) {
+    struct sm_background_job *job = malloc(sizeof *job);
+    if (!job) return -ENOMEM;
+    job->fn = fn;
+    job->ctx = ctx;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    int rc = pthread_create(&thread, &attr, sm_background_main, job);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) { free(job); return -rc; }
+    return 0;
 }

@@ -4,11 +4,15 @@
 // frame before (what `library verify --repair` does, without anyone having to run it), and
 // the length of imported sounds that have none (a long untagged MP3 ambience is otherwise
 // scanned for it at each start). One file at a time on a background thread; it stops
-// between two files as soon as a session starts and goes on when the daemon is idle again.
-// A file it could not do (an M4A needs no index; one that cannot be read) is not tried
-// again by this daemon.
-import Dispatch
+// between files as soon as a session starts and goes on when the daemon is idle again;
+// its thread runs at nice 19 in the idle I/O class, so the file it is reading when a
+// session starts does not compete with it. A file it could not do (an M4A needs no index;
+// one that cannot be read) is not tried again by this daemon; a catalog it could not read
+// is looked at again after 10 minutes.
+import CSystem
+import Glibc
 import Logging
+import StillMomentAudio
 import StillMomentCore
 import Synchronization
 
@@ -22,11 +26,12 @@ final class BackgroundIndexer: Sendable {
         var counted = 0
         /// Set when a run ends; the daemon takes it (to release the code pages it touched).
         var justEnded = false
+        /// No run before this (MonotonicClock seconds): after a catalog that could not be read.
+        var notBefore = 0.0
     }
 
     private let store: LibraryStore
     private let log: Logger
-    private let queue = DispatchQueue(label: "stillmoment.indexer", qos: .background)
     private let state = Mutex(State())
 
     init(store: LibraryStore, log: Logger) {
@@ -36,13 +41,24 @@ final class BackgroundIndexer: Sendable {
 
     /// Starts (or goes on with) the work unless it runs or is done.
     func start() {
+        let now = MonotonicClock.seconds()
         let go = state.withLock { s -> Bool in
             s.stop = false
-            guard !s.running, !s.finished else { return false }
+            guard !s.running, !s.finished, now >= s.notBefore else { return false }
             s.running = true
             return true
         }
-        if go { queue.async { self.work() } }
+        guard go else { return }
+        // A thread of its own (sm_run_background), which holds the indexer until it ends.
+        let context = Unmanaged.passRetained(self)
+        let rc = sm_run_background({ raw in
+            guard let raw else { return }
+            Unmanaged<BackgroundIndexer>.fromOpaque(raw).takeRetainedValue().work()
+        }, context.toOpaque())
+        if rc != 0 {
+            context.release()
+            state.withLock { $0.running = false }
+        }
     }
 
     /// Asks it to stop after the file it is reading (a session is starting).
@@ -53,7 +69,7 @@ final class BackgroundIndexer: Sendable {
     /// Stops it and waits for the file it is reading (the daemon is exiting).
     func halt() {
         pause()
-        queue.sync {}
+        while isRunning { usleep(5_000) }
     }
 
     var isRunning: Bool { state.withLock { $0.running } }
@@ -96,8 +112,9 @@ final class BackgroundIndexer: Sendable {
             meditations = try store.unindexedMeditations().filter { !tried.contains("m:" + $0.id) }
             sounds = try store.uncountedSounds().filter { !tried.contains("s:" + $0.id) }
         } catch {
-            log.warning("older meditations and sounds cannot be looked at: \(error.description)")
-            complete = true
+            log.warning("older meditations and sounds cannot be looked at: \(error.description); again in 10 minutes")
+            let later = MonotonicClock.seconds() + 600
+            state.withLock { $0.notBefore = later }
             return
         }
         func next(_ key: String) -> Bool {

@@ -55,7 +55,7 @@ public final class ControlClient {
         }
         if fd < 0 {
             guard startIfNeeded else { throw ControlError.noDaemon }
-            let (log, ready) = try startDaemon()
+            let (log, logStart, ready) = try startDaemon()
             defer { close(ready) }
             // The daemon opens the store (and migrates it) before it listens, then writes a
             // byte to the pipe and closes it: allow 10 s for a slow SD card. Another daemon
@@ -69,7 +69,7 @@ public final class ControlClient {
                 if fd >= 0 { break }
             }
             guard fd >= 0 else {
-                let why = lastLine(of: log) ?? tr("no reason given", "ohne Angabe eines Grundes")
+                let why = lastLine(of: log, from: logStart) ?? tr("no reason given", "ohne Angabe eines Grundes")
                 throw ControlError.io(tr("the daemon did not start: \(why) (see \(log))", "der Daemon ist nicht gestartet: \(why) (siehe \(log))"))
             }
         }
@@ -211,7 +211,6 @@ public final class ControlClient {
 
     // MARK: starting the daemon
 
-    /// Starts `stillmoment daemon --on-demand` detached; returns its log file.
     /// What a daemon started on demand said on its readiness pipe.
     enum Started { case serving, anotherServes, exited, noAnswer }
 
@@ -225,7 +224,11 @@ public final class ControlClient {
             if n > 0 {
                 var byte: UInt8 = 0
                 guard read(fd, &byte, 1) == 1 else { return .exited }
-                return byte == ReadyByte.anotherServes ? .anotherServes : .serving
+                switch byte {
+                case ReadyByte.serving: return .serving
+                case ReadyByte.anotherServes: return .anotherServes
+                default: return .exited
+                }
             }
             if n < 0 && errno != EINTR { return .noAnswer }
             left -= Int32(clamping: MonotonicClock.milliseconds() - t0)
@@ -233,8 +236,9 @@ public final class ControlClient {
         return .noAnswer
     }
 
-    /// Starts a daemon on demand; its log's path and the read end of its readiness pipe.
-    private static func startDaemon() throws(ControlError) -> (log: String, ready: Int32) {
+    /// Starts `stillmoment daemon --on-demand` detached: its log's path, where this start's
+    /// lines begin in it, and the read end of its readiness pipe.
+    private static func startDaemon() throws(ControlError) -> (log: String, logStart: Int64, ready: Int32) {
         try ControlPaths.prepareFolder()
         var home = Paths.home
         if !home.hasPrefix("/") {
@@ -250,6 +254,7 @@ public final class ControlClient {
         let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard logFD >= 0 else { throw ControlError.io("cannot open \(logPath): \(String(cString: strerror(errno)))") }
         defer { close(logFD) }
+        let logStart = Int64(lseek(logFD, 0, SEEK_END))
         guard let exe = Paths.executable else {
             throw ControlError.io(tr("cannot find the stillmoment executable", "das Programm stillmoment ist nicht zu finden"))
         }
@@ -266,22 +271,31 @@ public final class ControlClient {
             close(pipeFDs[0])
             throw ControlError.io(tr("cannot start the daemon: ", "der Daemon lässt sich nicht starten: ") + String(cString: strerror(-r)))
         }
-        return (logPath, pipeFDs[0])
+        return (logPath, logStart, pipeFDs[0])
     }
 
-    /// The log's last line, without the "stillmoment: error: " it was printed with.
-    private static func lastLine(of path: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path),
-              var line = String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init) else { return nil }
+    /// The last line this start wrote to the log (from `offset` on, at most 64 KiB of it),
+    /// without the "stillmoment: error: " it was printed with; nil when it wrote none (a
+    /// daemon killed before a word: a line from an earlier run would mislead).
+    private static func lastLine(of path: String, from offset: Int64) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 65536)
+        let n = pread(fd, &bytes, bytes.count, off_t(max(0, offset)))
+        guard n > 0, var line = String(decoding: bytes[..<n], as: UTF8.self).split(separator: "\n").last.map(String.init) else {
+            return nil
+        }
         for prefix in ["stillmoment: ", "error: ", "Fehler: "] where line.hasPrefix(prefix) { line.removeFirst(prefix.count) }
         return line
     }
 }
 
-/// What a daemon started on demand writes to its client's readiness pipe before closing it.
+/// What a daemon started on demand writes to its client's readiness pipe before closing it
+/// (letters: no errno or stray byte reads as one).
 public enum ReadyByte {
     /// It listens.
-    public static let serving: UInt8 = 1
+    public static let serving = UInt8(ascii: "R")
     /// Another daemon took the lock first (started at the same moment) and serves.
-    public static let anotherServes: UInt8 = 2
+    public static let anotherServes = UInt8(ascii: "A")
 }

@@ -25,6 +25,8 @@ struct DaemonCommand: ParsableCommand {
     /// the race. `readyFD`: the client's pipe, told (a byte, then closed) once it listens;
     /// closed without the byte when it does not (the client then reads why in the log at once).
     static func serve(onDemand: Bool, readyFD: Int32? = nil) throws {
+        // A client that stopped waiting has closed its end: the byte must not kill us.
+        signal(SIGPIPE, SIG_IGN)
         let ready = readyFD.flatMap(ReadyPipe.init)
         defer { ready?.close() }
         LoggingSystem.bootstrap { label in

@@ -32,4 +32,9 @@ int sm_spawn_detached(const char *path, char *const argv[], int log_fd, int read
 /* A pipe whose two ends are close-on-exec. Returns 0 or -errno. */
 int sm_pipe_cloexec(int fds[2]);
 
+/* Runs fn(ctx) on a new detached thread at the lowest CPU priority (nice 19) and in the
+ * idle I/O class, for housekeeping that must never compete with a session. Returns 0 or
+ * -errno (then fn is not run). */
+int sm_run_background(void (*fn)(void *), void *ctx);
+
 #endif
