@@ -53,7 +53,7 @@ public struct SoundCatalog: Sendable {
                               volume: kind == .ambience ? 0.15 : 1.0,
                               name: LocalizedText(en: custom.name, de: custom.name),
                               description: LocalizedText(en: "imported", de: "importiert"),
-                              frames: lengths[custom.id].flatMap { LibraryStore.plausible($0, size: custom.size) ? $0 : nil }))
+                              frames: lengths[custom.storedFile].flatMap { LibraryStore.plausible($0, size: custom.size) ? $0 : nil }))
         }
         return catalog
     }

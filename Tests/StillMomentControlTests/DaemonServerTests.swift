@@ -249,7 +249,7 @@ struct DaemonServerTests {
         let index = try #require(store.seekIndex(for: mp3))
         let sound = try Importer(store: store).importSound(fixtures.appendingPathComponent("cbr.mp3").path, kind: .gong,
                                                            name: "Bell", catalog: try SoundCatalog.bundled())
-        let length = try #require(store.soundLengths()[sound.id])
+        let length = try #require(store.soundLengths()[sound.storedFile])
         // As if imported before the index and the length were kept.
         try store.write { db in
             try db.execute(sql: "DELETE FROM seekIndex")
@@ -272,7 +272,7 @@ struct DaemonServerTests {
         while Date() < end, !daemon.indexing.finished { _ = daemon.step(cap: 20) }
         #expect(daemon.indexing.finished && daemon.indexing.stored == 1 && daemon.indexing.counted == 1, "\(daemon.indexing)")
         #expect(store.seekIndex(for: mp3) == index)
-        #expect(store.soundLengths() == [sound.id: length])
+        #expect(store.soundLengths() == [sound.storedFile: length])
         #expect(store.seekIndex(for: m4a) == nil)
     }
 }

@@ -42,7 +42,7 @@ struct CountedSoundTests {
         let sound = try importer.importSound(path, kind: .ambience, name: "Long Rain", catalog: try SoundCatalog.bundled())
         let counted = try CountedSound(path: path, engineRate: 44100)
         let frames = try #require(counted.fileFrames)
-        #expect(store.soundLengths()[sound.id] == frames)
+        #expect(store.soundLengths()[sound.storedFile] == frames)
         let entry = try #require(try SoundCatalog.withCustomSounds(store: store).sounds.first { $0.id == sound.id })
         #expect(entry.frames == frames)
         // A session's count with it reads the file once or twice, not to its end.
@@ -57,11 +57,19 @@ struct CountedSoundTests {
             let again = try SoundCatalog.withCustomSounds(store: store).sounds.first { $0.id == sound.id }
             #expect(again != nil && again?.frames == nil, "frames = \(value)")
         }
-        // Imported before it was kept: counted again (the daemon does it when idle).
+        // Imported before it was kept: counted again (the daemon does it when idle); a count
+        // of a file the row no longer holds (deleted and imported again under the name
+        // meanwhile) is not stored on it.
         try store.write { db in try db.execute(sql: "UPDATE customSound SET frames = NULL") }
+        var replaced = sound
+        replaced.storedFile = "00000000-0000-4000-8000-000000000000.mp3"
+        try Data(contentsOf: URL(fileURLWithPath: store.soundsFolder + "/" + sound.storedFile))
+            .write(to: URL(fileURLWithPath: store.soundsFolder + "/" + replaced.storedFile))
+        #expect(try store.storeLength(of: replaced) == false)
+        #expect(store.soundLengths().isEmpty)
         #expect(try store.uncountedSounds().map(\.id) == [sound.id])
         #expect(try store.storeLength(of: sound))
         let left = try store.uncountedSounds()
-        #expect(store.soundLengths()[sound.id] == frames && left.isEmpty)
+        #expect(store.soundLengths()[sound.storedFile] == frames && left.isEmpty)
     }
 }

@@ -214,13 +214,17 @@ public struct Importer: Sendable {
         }
         let source: AudioFile
         let container: AudioContainer
-        let frames: Int64
+        var frames: Int64?
         do throws(AudioError) {
             source = try AudioFile(path: path)
             container = try AudioContainer.detect(source)
             let decoder = try Self.openDecoder(source, container)
-            guard let total = decoder.totalFrames, total > 0 else { throw AudioError.noAudio(path: path) }
-            frames = total
+            guard (decoder.totalFrames ?? 0) > 0 else { throw AudioError.noAudio(path: path) }
+            // An MP3's length as a session counts it (exactly: joined streams decoded to the
+            // end), kept so that it is not counted at each start; an M4A's sample table has it.
+            if case .mpeg(let probe) = container {
+                frames = try MP3Decoder(file: source, probe: probe).totalFrames
+            }
         } catch {
             throw CoreError.unplayable(path: "", reason: error.text())
         }
@@ -234,12 +238,15 @@ public struct Importer: Sendable {
         let sound = CustomSound(id: id, storedFile: "\(fileID).\(ext)", kind: kind == .ambience ? "ambience" : "gong",
                                 name: name.trimmingWhitespace(), size: Int64(copy.size), contentHash: copy.hash, dateAdded: Self.now())
         let finalPath = store.soundsFolder + "/" + sound.storedFile
+        let length = frames
         let folder = store.soundsFolder
         do {
             try store.write { db in
                 try sound.insert(db)
                 // Its length as counted now: a session does not count it again at each start.
-                if LibraryStore.plausible(frames, size: sound.size) { try LibraryStore.saveSoundLength(frames, for: sound.id, db) }
+                if let length, LibraryStore.plausible(length, size: sound.size) {
+                    try LibraryStore.saveSoundLength(length, of: sound, db)
+                }
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
                 }

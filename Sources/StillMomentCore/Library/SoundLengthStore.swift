@@ -12,44 +12,48 @@ extension LibraryStore {
         try db.alter(table: "customSound") { t in t.add(column: "frames", .integer) }
     }
 
-    /// Stores the length of the sound `id` (inside the import's transaction).
-    static func saveSoundLength(_ frames: Int64, for id: String, _ db: Database) throws {
-        try db.execute(sql: "UPDATE customSound SET frames = ? WHERE id = ?", arguments: [frames, id])
+    /// Stores the length of `sound`'s file (inside the import's transaction, or for a row
+    /// still holding that file and no length: a sound deleted and imported again under the
+    /// same name meanwhile keeps its own).
+    static func saveSoundLength(_ frames: Int64, of sound: CustomSound, _ db: Database) throws {
+        try db.execute(sql: "UPDATE customSound SET frames = ? WHERE id = ? AND storedFile = ? AND frames IS NULL",
+                       arguments: [frames, sound.id, sound.storedFile])
     }
 
-    /// The most frames a file of `size` bytes can hold: no MPEG frame carries more than 48
-    /// samples per byte (MPEG-2 layer III at 8 kbit/s, 24 kHz: 576 in 24 bytes).
+    /// The most frames an MPEG file of `size` bytes can hold: 48 per byte, twice the most
+    /// any MPEG audio frame carries (MPEG-2 layer III at 8 kbit/s, 24 kHz: 576 in 24 bytes).
     static func plausible(_ frames: Int64, size: Int64) -> Bool { frames > 0 && frames / 48 <= size }
 
-    /// The stored lengths by sound id (only integers; GRDB's subscripts trap on a value they
-    /// cannot convert); none when they cannot be read (a store opened read-only before v7).
+    /// The stored lengths by stored file (only integers; GRDB's subscripts trap on a value
+    /// they cannot convert); none when they cannot be read (a store opened read-only before v7).
     public func soundLengths() -> [String: Int64] {
         let rows: [(String, Int64)]? = try? read { db in
-            try Row.fetchAll(db, sql: "SELECT id, frames FROM customSound WHERE typeof(id) = 'text' AND typeof(frames) = 'integer'")
-                .compactMap { r in (r["id"] as String?).flatMap { id in (r["frames"] as Int64?).map { (id, $0) } } }
+            try Row.fetchAll(db, sql: """
+                SELECT storedFile, frames FROM customSound WHERE typeof(storedFile) = 'text' AND typeof(frames) = 'integer'
+                """)
+                .compactMap { r in (r["storedFile"] as String?).flatMap { f in (r["frames"] as Int64?).map { (f, $0) } } }
         }
         return Dictionary(rows ?? [], uniquingKeysWith: { first, _ in first })
     }
 
-    /// The imported sounds with no stored length (imported before it was kept, or adopted).
+    /// The imported MP3 sounds with no stored length (imported before it was kept, or
+    /// adopted); an M4A needs none (its sample table has it).
     public func uncountedSounds() throws(CoreError) -> [CustomSound] {
         let lengths = soundLengths()
-        return try customSounds().filter { lengths[$0.id] == nil }
+        return try customSounds().filter { $0.storedFile.hasSuffix(".mp3") && lengths[$0.storedFile] == nil }
     }
 
-    /// Counts a sound's frames (a scan of an MP3's frame headers, an M4A's sample table) and
-    /// stores them, if the sound is still in the catalog. False when it cannot be read.
+    /// Counts an MP3 sound's frames (a scan of its frame headers; joined streams decoded)
+    /// and stores them, if the row still holds that file with no length. False when it
+    /// cannot be read or is no MP3.
     public func storeLength(of sound: CustomSound) throws(CoreError) -> Bool {
         let path = soundsFolder + "/" + (StoredName.isMeditation(sound.storedFile) ? sound.storedFile : ".invalid")
-        guard let decoder = try? openDecoder(path: path), let frames = decoder.totalFrames,
+        guard let file = try? AudioFile(path: path), let probe = try? MPEGProbe.probe(file),
+              let frames = (try? MP3Decoder(file: file, probe: probe))?.totalFrames,
               Self.plausible(frames, size: sound.size) else { return false }
-        let id = sound.id
         return try write { db -> Bool in
-            guard try Int.fetchOne(db, sql: "SELECT count(*) FROM customSound WHERE id = ?", arguments: [id]) == 1 else {
-                return false
-            }
-            try Self.saveSoundLength(frames, for: id, db)
-            return true
+            try Self.saveSoundLength(frames, of: sound, db)
+            return db.changesCount == 1
         }
     }
 }
