@@ -89,7 +89,7 @@ public final class MP3Decoder: AudioDecoder {
                     path: file.path, detail: "\(present) of \(declared) bytes of MPEG audio present")
             }
         }
-        if let knownIndex, Int64(file.size) > knownIndex.offsets.last ?? 0 {
+        if let knownIndex, !knownIndex.fileOffsets.isEmpty, Int64(file.size) > knownIndex.offsets.last ?? 0 {
             // Copied by libmpg123 (it only reads the array); a refusal leaves it without
             // (reading its way, as before).
             _ = knownIndex.fileOffsets.withUnsafeBufferPointer { offsets in

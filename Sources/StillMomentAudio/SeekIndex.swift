@@ -12,7 +12,8 @@ public struct SeekIndex: Sendable, Equatable {
     /// Byte offsets in the file of frames 0, step, 2 * step, …
     public let offsets: [Int64]
     /// The same as libmpg123 takes them, made once where the index is read (not on the
-    /// render thread, where a guided voice opens its decoder).
+    /// render thread, where a guided voice opens its decoder); empty when one does not fit
+    /// an off_t (a 32-bit build without large files): then it is not used.
     let fileOffsets: [off_t]
 
     /// The most offsets kept (libmpg123 keeps at most 1,000 and widens its step to fit).
@@ -29,7 +30,8 @@ public struct SeekIndex: Sendable, Equatable {
         }
         self.step = step
         self.offsets = offsets
-        fileOffsets = offsets.map { off_t($0) }
+        let converted = offsets.compactMap { off_t(exactly: $0) }
+        fileOffsets = converted.count == offsets.count ? converted : []
     }
 
     /// The offsets as stored: 8 bytes each, little-endian.

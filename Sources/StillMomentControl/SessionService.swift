@@ -235,7 +235,7 @@ public final class SessionService {
         let length = g.meditation.trimEnd ?? g.meditation.durationMilliseconds
         let start = g.meditation.trimStart ?? 0
         var asked = receivedAt
-        if let stamp = request.at {
+        if let stamp = request.at, stamp >= 0 {
             let arrival = receivedAt ?? MonotonicClock.nanoseconds()
             let (clientNs, overflow) = UInt64(stamp).multipliedReportingOverflow(by: 1000)
             if !overflow, clientNs <= arrival, arrival - clientNs < 1_000_000_000 { asked = clientNs }

@@ -32,6 +32,14 @@ struct SessionServiceTests {
         return false
     }
 
+    /// Keeps the device worker busy for half a second, as a real card's fade and close do.
+    static func holdWorker(_ service: SessionService) {
+        service.worker.run("hold") {
+            usleep(500_000)
+            return nil
+        }
+    }
+
     static let timer = TimerStartRequest(options: ["duration": "24h", "preparation": "off", "device": "null"])
 
     static func milliseconds(_ body: () throws -> Void) rethrows -> Double {
@@ -195,6 +203,9 @@ struct SessionServiceTests {
         let (service, home) = try Self.service()
         defer { try? FileManager.default.removeItem(atPath: home) }
         _ = try service.startTimer(Self.timer)
+        // The device work takes its time (a real card's fade and close; on `null` it is
+        // instant, and a test thread preempted long enough saw the next start begin at once).
+        Self.holdWorker(service)
         let second = try service.startTimer(Self.timer)       // after the first fades out: starting
         #expect(second.state == .starting)
         let paused = try service.pause()
@@ -224,6 +235,7 @@ struct SessionServiceTests {
         let (service, home) = try Self.service()
         defer { try? FileManager.default.removeItem(atPath: home) }
         _ = try service.startTimer(Self.timer)
+        Self.holdWorker(service)
         let b = try service.startTimer(Self.timer)
         let c = try service.startTimer(Self.timer)
         #expect(b.state == .starting && c.state == .starting && b.session == 2 && c.session == 3)
