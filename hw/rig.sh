@@ -19,6 +19,7 @@
 #   HW_QUICK=1       only hw:Loopback,0 (no plughw, no dmix)
 #   HW_DEVICES=…     the devices by name, comma-separated (hw,plughw,dmix,dmix125: all of them)
 #   HW_CPU=max       qemu's CPU model (max is the fastest under software emulation here)
+#   HW_SCRIPT=…      the guest's script in place of hw/inside.sh (a probe: hw/probe-cli.sh)
 #   BIN=…            the binary (default .build/release/stillmoment, which must exist)
 set -euo pipefail
 cd "$(dirname "$0")/.."
