@@ -87,6 +87,27 @@ final class BackgroundIndexer: Sendable {
         }
     }
 
+    /// One file's work: an MP3 meditation's frame index, or an imported sound's length.
+    private enum Job {
+        case index(Meditation)
+        case length(CustomSound)
+
+        /// Which file (a sound by its stored file: one imported again under its name is new).
+        var key: String {
+            switch self {
+            case .index(let m): "m:" + m.id
+            case .length(let sound): "s:" + sound.storedFile
+            }
+        }
+
+        var what: String {
+            switch self {
+            case .index(let m): "the frame index of \(m.id)"
+            case .length(let sound): "the length of the sound \(sound.id)"
+            }
+        }
+    }
+
     private func work() {
         var complete = false
         var storedNow = 0, countedNow = 0
@@ -107,37 +128,31 @@ final class BackgroundIndexer: Sendable {
             }
         }
         let tried = state.withLock { $0.tried }
-        let meditations: [Meditation], sounds: [CustomSound]
+        let jobs: [Job]
         do {
-            meditations = try store.unindexedMeditations().filter { !tried.contains("m:" + $0.id) }
-            sounds = try store.uncountedSounds().filter { !tried.contains("s:" + $0.id) }
+            jobs = (try store.unindexedMeditations().map(Job.index) + (try store.uncountedSounds()).map(Job.length))
+                .filter { !tried.contains($0.key) }
         } catch {
             log.warning("older meditations and sounds cannot be looked at: \(error.description); again in 10 minutes")
             let later = MonotonicClock.seconds() + 600
             state.withLock { $0.notBefore = later }
             return
         }
-        func next(_ key: String) -> Bool {
-            state.withLock { s in
+        for job in jobs {
+            // Stopped between files once a session starts; each file tried once.
+            let go = state.withLock { s -> Bool in
                 guard !s.stop else { return false }
-                s.tried.insert(key)
+                s.tried.insert(job.key)
                 return true
             }
-        }
-        for m in meditations {
-            guard next("m:" + m.id) else { return }
+            guard go else { return }
             do {
-                if try store.storeIndex(of: m) { storedNow += 1 }
+                switch job {
+                case .index(let m): if try store.storeIndex(of: m) { storedNow += 1 }
+                case .length(let sound): if try store.storeLength(of: sound) { countedNow += 1 }
+                }
             } catch {
-                log.warning("the frame index of \(m.id) cannot be stored: \(error.description)")
-            }
-        }
-        for sound in sounds {
-            guard next("s:" + sound.id) else { return }
-            do {
-                if try store.storeLength(of: sound) { countedNow += 1 }
-            } catch {
-                log.warning("the length of the sound \(sound.id) cannot be stored: \(error.description)")
+                log.warning("\(job.what) cannot be stored: \(error.description)")
             }
         }
         complete = true
