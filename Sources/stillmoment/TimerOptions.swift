@@ -61,20 +61,24 @@ struct TimerOptions: ParsableArguments {
     @Option(help: "ALSA device (see `aplay -L`), or pulse / pulse:SINK for PulseAudio, alsa:NAME to force ALSA.")
     var device: String?
 
+    /// Each option beside the property that holds it (one list: an option cannot be
+    /// paired with another's value).
+    private static let fields: [(option: TimerOption, value: KeyPath<TimerOptions, String?> & Sendable)] = [
+        (.duration, \.duration), (.preparation, \.preparation), (.gong, \.gong), (.gongVolume, \.gongVolume),
+        (.strikes, \.strikes), (.interval, \.interval), (.intervalMode, \.intervalMode),
+        (.intervalGong, \.intervalGong), (.intervalVolume, \.intervalVolume), (.bells, \.bells),
+        (.sections, \.sections), (.sectionGong, \.sectionGong), (.sectionStrikes, \.sectionStrikes),
+        (.randomBells, \.randomBells), (.seed, \.seed), (.ambience, \.ambience), (.ambienceVolume, \.ambienceVolume),
+        (.ambienceDuring, \.ambienceDuring), (.device, \.device),
+    ]
+
     /// The options given, as text keyed by option name.
     var text: [String: String] {
-        let values: [String?] = [
-            duration, preparation, gong, gongVolume, strikes, interval, intervalMode, intervalGong, intervalVolume, bells,
-            sections, sectionGong, sectionStrikes, randomBells, seed, ambience, ambienceVolume, ambienceDuring, device,
-        ]
         var out: [String: String] = [:]
-        for (option, value) in zip(Self.all, values) { if let value { out[option.rawValue] = value } }
+        for field in Self.fields { if let value = self[keyPath: field.value] { out[field.option.rawValue] = value } }
         return out
     }
 
     /// The options above, in their order; each one's long name is its raw value.
-    static let all: [TimerOption] = [
-        .duration, .preparation, .gong, .gongVolume, .strikes, .interval, .intervalMode, .intervalGong, .intervalVolume, .bells,
-        .sections, .sectionGong, .sectionStrikes, .randomBells, .seed, .ambience, .ambienceVolume, .ambienceDuring, .device,
-    ]
+    static let all: [TimerOption] = fields.map(\.option)
 }

@@ -83,6 +83,18 @@ struct QuickParseTests {
         }
     }
 
+    @Test("each timer option's value is kept under its own name")
+    func timerOptionText() throws {
+        for option in TimerOptions.all {
+            let options = try TimerOptions.parse(["--\(option.rawValue)", "value of \(option.rawValue)"])
+            #expect(options.text == [option.rawValue: "value of \(option.rawValue)"])
+        }
+        #expect(Set(TimerOptions.all).count == TimerOptions.all.count)
+        // every option of a timer request is one, but two given otherwise: the interval's
+        // length with --interval, an open sit as the duration `open`
+        #expect(Set(TimerOption.allCases).subtracting(TimerOptions.all) == [.intervalLength, .open])
+    }
+
     @Test("random command lines: whatever the quick reader takes, ArgumentParser reads the same")
     func randomLines() {
         let commands = ["timer", "play", "status", "pause", "seek", "daemon", "stop"]
