@@ -496,6 +496,34 @@ class Guest:
         time.sleep(0.3)
         return (usage.ru_utime + usage.ru_stime) / seconds * 100 if status == 0 else None
 
+    def reference_starts(self, rec):
+        """aplay and mpg123 started on the same device in the same run, as the CLI is
+        (a process spawned from here): the command to their first sound, the part of a
+        CLI start that any program pays in this guest."""
+        device = self.dev["device"]
+        for name, cmd in (("aplay", ["aplay", "-q", "-D", device, os.path.join(OUT, "render-play-s32.wav")]),
+                          ("mpg123", ["mpg123", "-q", "-o", "alsa", "-a", device, os.path.join(OUT, "tone.mp3")])):
+            for _ in range(self.dev["rounds"]):
+                t = mono()
+                try:
+                    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         stdin=subprocess.DEVNULL)
+                except OSError as e:
+                    self.event("reference_start", t, tool=name, ok=False, detail=str(e))
+                    break
+                heard = rec.wait_sound(t, 8)
+                p.terminate()
+                try:
+                    _, err = p.communicate(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    _, err = p.communicate()
+                detail = err.decode(errors="replace").strip()[-300:]
+                self.event("reference_start", t, tool=name, ok=heard is not None, heard_live=heard, detail=detail)
+                say(f"{self.name}: start {name}: {'sound' if heard else 'NO SOUND'} "
+                    f"{((heard or t) - t) * 1000:.0f} ms after the command (live estimate)")
+                rec.wait_silence(mono(), 0.3, 5)
+
     def reference_cpu(self):
         """aplay and mpg123 playing the same tone on the same device, 4 s each: CPU time."""
         device = self.dev["device"]
@@ -541,6 +569,7 @@ class Guest:
             self.stop_daemon()
             say(f"{self.name}: aplay and mpg123 for reference")
             self.reference_cpu()
+            self.reference_starts(rec)
             time.sleep(0.3)
             if not rec.alive():
                 raise RuntimeError("arecord stopped during the run: " + read(rec.errpath).strip()[-300:])

@@ -140,6 +140,9 @@ def prepare(out):
     subprocess.run(["lame", "--quiet", "-b", "192", os.path.join(out, "tone.wav"), os.path.join(out, "tone.mp3")],
                    check=True)
     os.remove(os.path.join(out, "tone.wav"))
+    # what mpg123 plays of it (its lead before the first sound, for its start latency)
+    subprocess.run(["mpg123", "-q", "-w", os.path.join(out, "tone-mpg123.wav"), os.path.join(out, "tone.mp3")],
+                   check=True)
     sm(["import", os.path.join(out, "tone.mp3"), "--name", "tone"])
     sm(["play", "tone", "--output", os.path.join(out, "render-play.wav")])
     write_wav(os.path.join(out, "render-play-s32.wav"), read_wav(os.path.join(out, "render-play.wav")), bits=32)
@@ -562,6 +565,7 @@ def analyse_starts(cap, out, label, dev):
     timer_lead = int(np.flatnonzero(np.abs(read_wav(os.path.join(out, "render-timer-start.wav"))).max(axis=1)
                                     > plan.LOUD)[0])
     results = {}
+    refs = reference_starts(cap, out, label)
     for e in [e for e in cap.meta["events"] if e["kind"] == "start"]:
         lead = play_lead if e["what"] == "play" else timer_lead
         i = cap.first_loud(cap.index(e["t"]) - RATE // 20, cap.index(e["t"]) + 10 * RATE)
@@ -591,7 +595,39 @@ def analyse_starts(cap, out, label, dev):
                    f"{' (socket request, no CLI)' if via == 'socket' else ''}: command to session frame 0 at the "
                    f"device, worst of {len(got)} ({', '.join(f'{g[0]:.0f}' for g in got)} ms; ms after the "
                    f"command when the command returned/the device was opened/running: "
-                   f"{'; '.join(g[1] for g in got)})", f"{worst:.0f}", "ms", f"<= {goal}", worst <= goal, cmd)
+                   f"{'; '.join(g[1] for g in got)}){refs if via == 'cli' else ''}", f"{worst:.0f}", "ms",
+                   f"<= {goal}", worst <= goal, cmd)
+
+
+def first_sound(path):
+    """Frames before the first sound of a WAV file."""
+    return int(np.flatnonzero(np.abs(read_wav(path)).max(axis=1) > plan.LOUD)[0])
+
+
+def reference_starts(cap, out, label):
+    """aplay and mpg123 started by the guest on the same device in the same run, as the
+    CLI is: the command to their first sound at the device (the part of a start any
+    program pays there). Returns the words the CLI's start lines quote them with."""
+    leads = {"aplay": first_sound(os.path.join(out, "render-play.wav")),
+             "mpg123": first_sound(os.path.join(out, "tone-mpg123.wav"))}
+    got = {}
+    for e in [e for e in cap.meta["events"] if e["kind"] == "reference_start"]:
+        i = cap.first_loud(cap.index(e["t"]) - RATE // 20, cap.index(e["t"]) + 10 * RATE) if e["ok"] else None
+        got.setdefault(e["tool"], []).append(None if i is None else
+                                             (cap.time(i) - leads[e["tool"]] / RATE - e["t"]) * 1000)
+    words = []
+    for tool in ("aplay", "mpg123"):
+        ms = got.get(tool, [])
+        if not ms or any(m is None for m in ms):
+            detail = next((e.get("detail", "") for e in cap.meta["events"]
+                           if e["kind"] == "reference_start" and e["tool"] == tool and not e["ok"]), "")
+            info(f"{label} start latency of {tool} for reference: not measured ({detail or 'no sound'})")
+            continue
+        info(f"{label} start latency of {tool} for reference (a process started by the guest on the same device in "
+             f"the same run, command to its first sound at the device): {', '.join(f'{m:.0f}' for m in ms)} ms "
+             f"(worst {max(ms):.0f})")
+        words.append(f"{tool} {min(ms):.0f}-{max(ms):.0f} ms")
+    return f"; started the same way in the same run: {', '.join(words)}" if words else ""
 
 
 def analyse_controls(cap, out, label):
