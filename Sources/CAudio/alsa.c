@@ -350,6 +350,22 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     return 0;
 }
 
+void sm_alsa_warm(const char *name) {
+    /* What snd_pcm_open does before it opens anything: the global configuration (loaded
+     * once, under alsa-lib's lock) and the device's definition expanded from it, which
+     * runs the hooks it meets (99-pulse.conf's loads libpulse and asks whether a server
+     * runs). An open after this takes microseconds of it instead of milliseconds (5.9 ms
+     * for `null` on this machine; a Pi or the rig's emulated guest pay many times that).
+     * A name that does not resolve says why again at its open: nothing is reported here. */
+    snd_lib_error_set_handler(alsa_error_handler);
+    snd_config_t *top = NULL, *conf = NULL;
+    if (snd_config_update_ref(&top) >= 0) {
+        if (snd_config_search_definition(top, "pcm", name, &conf) >= 0) snd_config_delete(conf);
+        snd_config_unref(top);
+    }
+    alsa_last_message[0] = 0;
+}
+
 sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e) {
     alsa_backend *a = calloc(1, sizeof *a);
     if (!a) { sm_set_error(e, SM_ERR_MEMORY, 0, "out of memory"); return NULL; }

@@ -136,6 +136,9 @@ static inline uint32_t sm_ramp_frames(uint32_t rate) {
 sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e);
 /* 1 when an open ALSA backend is ALSA's PulseAudio plugin ("default" on most desktops). */
 int sm_alsa_is_pulse_plugin(sm_backend *b);
+/* Loads ALSA's configuration and expands `name`'s definition, as an open would, without
+ * opening it (sm_backend_warm's thread). */
+void sm_alsa_warm(const char *name);
 int sm_pulse_available(void);
 sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e);
 

@@ -9,12 +9,17 @@
  *                          PulseAudio plugin (as "default" does on a desktop), the same
  *                          server's default sink natively instead, where a pause can take
  *                          back what is queued (the plugin stays if that fails)
+ *
+ * sm_backend_warm loads ahead, on a thread of its own, what the first open of a name
+ * needs (the daemon calls it when it starts); an open waits until it is done.
  */
 #define _GNU_SOURCE
 #include "backend.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
@@ -25,6 +30,62 @@ void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+}
+
+/* Warm-ups running (sm_backend_warm): an open waits for them, so that two threads never
+ * expand ALSA's configuration at once (its hooks change the shared tree). */
+static pthread_mutex_t warm_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t warm_done = PTHREAD_COND_INITIALIZER;
+static int warming;
+
+static void warm_finished(void) {
+    pthread_mutex_lock(&warm_mutex);
+    warming--;
+    pthread_cond_broadcast(&warm_done);
+    pthread_mutex_unlock(&warm_mutex);
+}
+
+static void wait_warm(void) {
+    pthread_mutex_lock(&warm_mutex);
+    while (warming > 0) pthread_cond_wait(&warm_done, &warm_mutex);
+    pthread_mutex_unlock(&warm_mutex);
+}
+
+static void *warm(void *arg) {
+    char *name = arg;
+    if (strcmp(name, "pulse") == 0 || strncmp(name, "pulse:", 6) == 0)
+        (void)sm_pulse_available();
+    else
+        sm_alsa_warm(name);
+    free(name);
+    warm_finished();
+    return NULL;
+}
+
+int sm_backend_warm(const char *device) {
+    const char *name = (device && *device) ? device : "default";
+    if (strncmp(name, "alsa:", 5) == 0 && name[5]) name += 5;
+    char *copy = strdup(name);
+    if (!copy) return -1;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) {
+        free(copy);
+        return -1;
+    }
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_mutex_lock(&warm_mutex);
+    warming++;
+    pthread_mutex_unlock(&warm_mutex);
+    pthread_t t;
+    int err = pthread_create(&t, &attr, warm, copy);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        free(copy);
+        warm_finished();
+        return -1;
+    }
+    return 0;
 }
 
 /* A native stream, its failure named after the device asked for. */
@@ -40,6 +101,7 @@ static sm_backend *open_pulse(const sm_backend_config *c, const char *shown, sm_
 
 sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
                             int raise_threads, char *shown, size_t shown_size, sm_error *e) {
+    wait_warm();
     const char *name = (device && *device) ? device : "default";
     int pulse = 0, forced_alsa = 0;
     const char *sink = NULL;

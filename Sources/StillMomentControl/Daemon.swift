@@ -190,6 +190,9 @@ public final class Daemon {
         let worker = host.worker
         stopSignal.install([SIGTERM, SIGINT]) { worker.poke() }
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
+        // The device's configuration and libraries, loaded while nothing waits for them
+        // (a settings file that cannot be read is the first session's to report).
+        if let settings = try? Settings.load() { DeviceWarmup.begin(device: settings.value("device")) }
         while step() {}
         indexer.halt()
         host.shutdown()      // an idle exit: a device kept open is closed (again harmless after a signal)

@@ -1,0 +1,48 @@
+// DeviceWarmup: what the first open of a device needs, loaded ahead on a thread of its
+// own. An open right after it waits for it (never two expansions of ALSA's configuration
+// at once) and plays exactly; a name that resolves to nothing says so at its open, not
+// at the warm-up.
+import Foundation
+import Testing
+@testable import StillMomentAudio
+
+@Suite("Device warm-up", .serialized)
+struct DeviceWarmupTests {
+    @Test("engines opened right after a warm-up, of the same name or another, play exactly what they render")
+    func opensAfterWarmup() throws {
+        let dir = TempDir()
+        let reference = dir.file("ref.wav")
+        try renderCBR(.file(path: reference, format: .float32)).stop()
+        let expected = try WAV.read(reference).samples
+        for (i, name) in ["null", "alsa:null", "pulse:no-such-sink", "", "file:FILE=/dev/null"].enumerated() {
+            #expect(DeviceWarmup.begin(device: name))
+            let captured = dir.file("after-\(i).wav")
+            let engine = try renderCBR(.device(DeviceConfiguration(name: "file:FILE=\(captured),FORMAT=wav")))
+            engine.stop()
+            #expect(try WAV.read(captured, dataIsFloat: true).samples.prefix(expected.count).elementsEqual(expected),
+                    "after warming \(name)")
+        }
+    }
+
+    @Test("several warm-ups at once, then an open: nothing is lost or reported early")
+    func concurrentWarmups() throws {
+        for _ in 0..<8 { #expect(DeviceWarmup.begin(device: "null")) }
+        for _ in 0..<4 { #expect(DeviceWarmup.begin(device: "no-such-pcm-\(getpid())")) }
+        let engine = try renderCBR(.device(DeviceConfiguration(name: "null")))
+        engine.stop()
+    }
+
+    @Test("a name that resolves to nothing: the warm-up is silent, the open says which device and why")
+    func unknownName() {
+        let name = "no-such-pcm-\(getpid())"
+        #expect(DeviceWarmup.begin(device: name))
+        do {
+            let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: name)))
+            try engine.start(end: 4410)
+            Issue.record("\(name) opened")
+            engine.stop()
+        } catch {
+            #expect("\(error)".contains(name), "\(error)")
+        }
+    }
+}
