@@ -343,6 +343,10 @@ class Guest:
         device = self.dev["device"]
         if mode == "on-demand":
             self.stop_daemon()
+        else:
+            # As before any session a user starts: the daemon idle long enough to have
+            # released the code pages its last session touched (after 2 s idle).
+            time.sleep(plan.SETTLE)
         watch = DeviceWatch()
         watch.start()
         time.sleep(0.05)

@@ -591,7 +591,7 @@ def analyse_starts(cap, out, label, dev):
                    f"--device {dev['device']} --detach" if via == "cli" else
                    f"a `{what}` request on the control socket of the running daemon")
             target(f"{label} start latency, {what}, "
-                   f"{ {'warm': 'running daemon', 'standby': 'running daemon with the device kept open (output-standby keep-open)'}.get(mode, 'daemon started on demand')}"
+                   f"{ {'warm': f'running daemon (idle {plan.SETTLE:g} s before, its code pages released)', 'standby': f'running daemon with the device kept open (output-standby keep-open; idle {plan.SETTLE:g} s before)'}.get(mode, 'daemon started on demand')}"
                    f"{' (socket request, no CLI)' if via == 'socket' else ''}: command to session frame 0 at the "
                    f"device, worst of {len(got)} ({', '.join(f'{g[0]:.0f}' for g in got)} ms; ms after the "
                    f"command when the command returned/the device was opened/running: "

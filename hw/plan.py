@@ -70,3 +70,6 @@ TONE = [(0.2, 440.0, [(150.0, 1.3, 0.0), (60.0, 0.31, 1.0)]),
 
 # The sessions the start latency is measured with.
 LATENCY_TIMER = ["1m", "--preparation", "off"]
+# Seconds a running daemon is left idle before each start measured (its code pages are
+# released after 2 s idle, as they are before any session a user starts).
+SETTLE = 2.5
