@@ -118,7 +118,6 @@ typedef struct sm_output_stats {
 
 typedef struct sm_output sm_output;
 
-/* Opens and configures the PCM; allocates everything the thread will need. */
 /* Loads, on a thread of its own, what the first open of `device` would load: ALSA's
  * configuration (alsa.conf, conf.d, asound.conf and their hooks, which on a system with
  * ALSA's PulseAudio plugin load libpulse) or libpulse for a pulse device. A daemon calls
@@ -126,6 +125,7 @@ typedef struct sm_output sm_output;
  * 0 when the thread started. */
 int sm_backend_warm(const char *device);
 
+/* Opens and configures the PCM; allocates everything the thread will need. */
 sm_output *sm_output_open(const sm_output_config *config, sm_error *error);
 /* Starts the real-time thread. */
 int sm_output_start(sm_output *out, sm_error *error);
