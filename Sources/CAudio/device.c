@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
     if (!e) return;
@@ -35,10 +36,20 @@ void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
 /* Warm-ups running (sm_backend_warm): an open waits for them, so that two threads never
  * expand ALSA's configuration at once (its hooks change the shared tree). */
 static pthread_mutex_t warm_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t warm_done = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t warm_done;        /* on CLOCK_MONOTONIC (sm_backend_warm_finish) */
+static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
 static int warming;
 
+static void warm_init(void) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&warm_done, &a);
+    pthread_condattr_destroy(&a);
+}
+
 static void warm_finished(void) {
+    pthread_once(&warm_once, warm_init);
     pthread_mutex_lock(&warm_mutex);
     warming--;
     pthread_cond_broadcast(&warm_done);
@@ -46,9 +57,29 @@ static void warm_finished(void) {
 }
 
 static void wait_warm(void) {
+    pthread_once(&warm_once, warm_init);
     pthread_mutex_lock(&warm_mutex);
     while (warming > 0) pthread_cond_wait(&warm_done, &warm_mutex);
     pthread_mutex_unlock(&warm_mutex);
+}
+
+int sm_backend_warm_finish(int timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = 0;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_once(&warm_once, warm_init);
+    pthread_mutex_lock(&warm_mutex);
+    int err = 0;
+    while (warming > 0 && err == 0) err = pthread_cond_timedwait(&warm_done, &warm_mutex, &until);
+    int done = warming == 0;
+    pthread_mutex_unlock(&warm_mutex);
+    return done;
 }
 
 static void *warm(void *arg) {
@@ -74,6 +105,7 @@ int sm_backend_warm(const char *device) {
     }
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_once(&warm_once, warm_init);
     pthread_mutex_lock(&warm_mutex);
     warming++;
     pthread_mutex_unlock(&warm_mutex);

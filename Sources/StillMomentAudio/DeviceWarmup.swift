@@ -14,4 +14,10 @@ public enum DeviceWarmup {
     public static func begin(device: String) -> Bool {
         sm_backend_warm(device) == 0
     }
+
+    /// Waits until the warm-ups started are done, at most `milliseconds`; true when none runs.
+    @discardableResult
+    public static func finish(milliseconds: Int32 = 2000) -> Bool {
+        sm_backend_warm_finish(milliseconds) == 1
+    }
 }

@@ -196,6 +196,7 @@ public final class Daemon {
         while step() {}
         indexer.halt()
         host.shutdown()      // an idle exit: a device kept open is closed (again harmless after a signal)
+        DeviceWarmup.finish()   // a signal in the first moments: not exiting with a thread inside alsa-lib
     }
 
     /// The loop's state between steps.

@@ -24,12 +24,16 @@ struct DeviceWarmupTests {
         }
     }
 
-    @Test("several warm-ups at once, then an open: nothing is lost or reported early")
+    @Test("several warm-ups at once, then an open: nothing is lost or reported early, and finish waits for them")
     func concurrentWarmups() throws {
         for _ in 0..<8 { #expect(DeviceWarmup.begin(device: "null")) }
         for _ in 0..<4 { #expect(DeviceWarmup.begin(device: "no-such-pcm-\(getpid())")) }
         let engine = try renderCBR(.device(DeviceConfiguration(name: "null")))
         engine.stop()
+        #expect(DeviceWarmup.finish(milliseconds: 0))      // the open waited for them all
+        for _ in 0..<4 { #expect(DeviceWarmup.begin(device: "pulse")) }
+        #expect(DeviceWarmup.finish(milliseconds: 10_000))  // what a daemon's exit waits for
+        #expect(DeviceWarmup.finish(milliseconds: -5))
     }
 
     @Test("a name that resolves to nothing: the warm-up is silent, the open says which device and why")

@@ -124,6 +124,9 @@ typedef struct sm_output sm_output;
  * it when it starts, so that its first session does not wait for that. Returns at once;
  * 0 when the thread started. */
 int sm_backend_warm(const char *device);
+/* Waits until the warm-ups started are done, at most `timeout_ms`: a process ends only
+ * after them (not with a thread inside alsa-lib or libpulse). 1 when none runs. */
+int sm_backend_warm_finish(int timeout_ms);
 
 /* Opens and configures the PCM; allocates everything the thread will need. */
 sm_output *sm_output_open(const sm_output_config *config, sm_error *error);
