@@ -14,6 +14,7 @@ struct DeviceWarmupTests {
         let reference = dir.file("ref.wav")
         try renderCBR(.file(path: reference, format: .float32)).stop()
         let expected = try WAV.read(reference).samples
+        #expect(expected.count >= 2 * 66150)
         for (i, name) in ["null", "alsa:null", "pulse:no-such-sink", "", "file:FILE=/dev/null"].enumerated() {
             #expect(DeviceWarmup.begin(device: name))
             let captured = dir.file("after-\(i).wav")
