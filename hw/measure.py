@@ -561,9 +561,8 @@ def analyse_timer(cap, out, name, label):
 
 
 def analyse_starts(cap, out, label, dev):
-    play_lead = int(np.flatnonzero(np.abs(read_wav(os.path.join(out, "render-play.wav"))).max(axis=1) > plan.LOUD)[0])
-    timer_lead = int(np.flatnonzero(np.abs(read_wav(os.path.join(out, "render-timer-start.wav"))).max(axis=1)
-                                    > plan.LOUD)[0])
+    play_lead = first_sound(os.path.join(out, "render-play.wav"))
+    timer_lead = first_sound(os.path.join(out, "render-timer-start.wav"))
     results = {}
     refs = reference_starts(cap, out, label)
     for e in [e for e in cap.meta["events"] if e["kind"] == "start"]:

@@ -33,6 +33,33 @@ void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* A device name as the policy above reads it. */
+typedef struct device_name {
+    const char *name;   /* the ALSA PCM's name ("alsa:" taken off), or the name itself */
+    const char *sink;   /* the sink of "pulse:SINK" (NULL: the default sink) */
+    int pulse;          /* 2: a native stream; 1: one if libpulse loads ("pulse"); 0: ALSA */
+    int forced_alsa;    /* "alsa:NAME": ALSA even where it leads to the PulseAudio plugin */
+} device_name;
+
+static device_name read_name(const char *device) {
+    device_name d = { (device && *device) ? device : "default", NULL, 0, 0 };
+    if (strncmp(d.name, "alsa:", 5) == 0 && d.name[5]) {
+        d.name += 5;
+        d.forced_alsa = 1;
+    } else if (strcmp(d.name, "pulse") == 0) {
+        d.pulse = 1;
+    } else if (strncmp(d.name, "pulse:", 6) == 0) {
+        d.pulse = 2;
+        d.sink = d.name[6] ? d.name + 6 : NULL;
+    }
+    return d;
+}
+
+/* Whether `d` plays through a native PulseAudio stream (loads libpulse for "pulse"). */
+static int plays_native(device_name d) {
+    return d.pulse == 2 || (d.pulse == 1 && sm_pulse_available());
+}
+
 /* Warm-ups running (sm_backend_warm): an open waits for them, so that two threads never
  * expand ALSA's configuration at once (its hooks change the shared tree). */
 static pthread_mutex_t warm_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -83,20 +110,16 @@ int sm_backend_warm_finish(int timeout_ms) {
 }
 
 static void *warm(void *arg) {
-    char *name = arg;
-    if (strcmp(name, "pulse") == 0 || strncmp(name, "pulse:", 6) == 0)
-        (void)sm_pulse_available();
-    else
-        sm_alsa_warm(name);
-    free(name);
+    char *device = arg;
+    device_name d = read_name(device);
+    if (!plays_native(d)) sm_alsa_warm(d.name);   /* a pulse name has loaded libpulse by now */
+    free(device);
     warm_finished();
     return NULL;
 }
 
 int sm_backend_warm(const char *device) {
-    const char *name = (device && *device) ? device : "default";
-    if (strncmp(name, "alsa:", 5) == 0 && name[5]) name += 5;
-    char *copy = strdup(name);
+    char *copy = strdup(device ? device : "");
     if (!copy) return -1;
     pthread_attr_t attr;
     if (pthread_attr_init(&attr) != 0) {
@@ -134,25 +157,15 @@ static sm_backend *open_pulse(const sm_backend_config *c, const char *shown, sm_
 sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
                             int raise_threads, char *shown, size_t shown_size, sm_error *e) {
     wait_warm();
-    const char *name = (device && *device) ? device : "default";
-    int pulse = 0, forced_alsa = 0;
-    const char *sink = NULL;
-    if (strncmp(name, "alsa:", 5) == 0 && name[5]) {
-        name += 5;
-        forced_alsa = 1;
-    } else if (strcmp(name, "pulse") == 0) {
-        pulse = sm_pulse_available();
-    } else if (strncmp(name, "pulse:", 6) == 0) {
-        pulse = 1;
-        sink = name[6] ? name + 6 : NULL;
-    }
-    snprintf(shown, shown_size, "%s", name);
-    sm_backend_config c = { .name = pulse ? sink : name, .rate = rate, .buffer_us = buffer_us, .periods = periods,
-                            .raise_threads = raise_threads };
+    device_name d = read_name(device);
+    int pulse = plays_native(d);
+    snprintf(shown, shown_size, "%s", d.name);
+    sm_backend_config c = { .name = pulse ? d.sink : d.name, .rate = rate, .buffer_us = buffer_us,
+                            .periods = periods, .raise_threads = raise_threads };
     if (pulse) return open_pulse(&c, shown, e);
 
     sm_backend *b = sm_alsa_open(&c, e);
-    if (b && !forced_alsa && sm_alsa_is_pulse_plugin(b) && sm_pulse_available()) {
+    if (b && !d.forced_alsa && sm_alsa_is_pulse_plugin(b) && sm_pulse_available()) {
         sm_backend_config native = c;
         native.name = NULL;
         sm_backend *n = sm_pulse_open(&native, NULL);

@@ -251,7 +251,7 @@ public final class ControlClient {
         // The daemon runs from / with this environment: the store must be an absolute path.
         setenv("STILLMOMENT_HOME", home, 1)
         let logPath = home + "/daemon.log"
-        let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard logFD >= 0 else { throw ControlError.io("cannot open \(logPath): \(String(cString: strerror(errno)))") }
         defer { close(logFD) }
         let logStart = Int64(lseek(logFD, 0, SEEK_END))
@@ -274,15 +274,18 @@ public final class ControlClient {
         return (logPath, logStart, pipeFDs[0])
     }
 
-    /// The last line this start wrote to the log (from `offset` on, at most 64 KiB of it),
+    /// The last line this start wrote to the log (from `offset` on; of the last 64 KiB),
     /// without the "stillmoment: error: " it was printed with; nil when it wrote none (a
     /// daemon killed before a word: a line from an earlier run would mislead).
     private static func lastLine(of path: String, from offset: Int64) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
         var bytes = [UInt8](repeating: 0, count: 65536)
-        let n = pread(fd, &bytes, bytes.count, off_t(max(0, offset)))
+        let from = max(0, offset, Int64(st.st_size) - Int64(bytes.count))
+        let n = pread(fd, &bytes, bytes.count, off_t(from))
         guard n > 0, var line = String(decoding: bytes[..<n], as: UTF8.self).split(separator: "\n").last.map(String.init) else {
             return nil
         }
