@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # fuzz/run.sh [SECONDS] [TARGET...] — build the libFuzzer harnesses with swiftc (no package
 # build) and run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
-# Targets: mp4 aac mpeg control time (default: all). Crash/timeout/OOM inputs go to
+# Targets: mp4 aac mpeg control time device (default: all). Crash/timeout/OOM inputs go to
 # fuzz/crashes/<target>/; exits non-zero if any target fails to build, crashes, hangs or
 # runs out of memory. `bash fuzz/run.sh 30` is the CI-sized run.
 set -u -o pipefail
 
-all_targets=(mp4 aac mpeg control time)
+all_targets=(mp4 aac mpeg control time device)
 usage="usage: fuzz/run.sh [SECONDS] [TARGET...]  (SECONDS a positive integer; targets: ${all_targets[*]})"
 duration=${1:-60}
 case $duration in ''|*[!0-9]*|0) echo "$usage" >&2; exit 2 ;; esac
@@ -100,6 +100,7 @@ build_target() {
             [ -n "$path" ] && files+=("$path")
         done
         build time "${files[@]}" fuzz/time/main.swift ;;
+    device) build device "$src/DeviceName.swift" fuzz/device/main.swift ;;
     esac
 }
 

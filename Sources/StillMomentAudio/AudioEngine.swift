@@ -12,7 +12,8 @@ public enum AudioSink: Sendable {
 }
 
 public struct DeviceConfiguration: Sendable, Equatable {
-    public var name: String
+    /// Checked by its one parser (DeviceName): nothing else reaches the backend.
+    public var name: DeviceName
     /// Where the device may be kept open between sessions (the daemon's); nil: opened
     /// and closed with the engine. Not part of the comparison.
     public var standby: Standby?
@@ -25,7 +26,7 @@ public struct DeviceConfiguration: Sendable, Equatable {
     /// Ask for SCHED_FIFO for the output thread.
     public var realtime: Bool
 
-    public init(name: String = "default", bufferMicroseconds: Int? = nil, periods: Int? = nil,
+    public init(name: DeviceName = .default, bufferMicroseconds: Int? = nil, periods: Int? = nil,
                 ringFrames: Int? = nil, realtime: Bool = true, standby: Standby? = nil) {
         self.name = name
         self.standby = standby
@@ -105,7 +106,7 @@ public final class AudioEngine: Sendable {
             case Int32(SM_FORMAT_S32.rawValue): format = "S32"
             default: format = "S16"
             }
-            deviceInfo = DeviceInfo(name: config.name, rate: Int(info.rate), bufferFrames: Int(info.buffer_frames),
+            deviceInfo = DeviceInfo(name: config.name.text, rate: Int(info.rate), bufferFrames: Int(info.buffer_frames),
                                     periodFrames: Int(info.period_frames), ringFrames: Int(info.ring_frames),
                                     sampleFormat: format, canPause: info.can_pause != 0)
             self.sampleRate = Int(info.rate)
@@ -122,7 +123,7 @@ public final class AudioEngine: Sendable {
     /// Opens the device (its thread not started yet).
     static func openOutput(_ config: DeviceConfiguration, sampleRate: Int) throws(AudioError) -> OpaquePointer {
         var error = sm_error()
-        let output = config.name.withCString { name -> OpaquePointer? in
+        let output = config.name.text.withCString { name -> OpaquePointer? in
             var c = sm_output_config()
             c.device = name
             c.rate = UInt32(sampleRate)
@@ -132,7 +133,7 @@ public final class AudioEngine: Sendable {
             c.want_realtime = config.realtime ? 1 : 0
             return sm_output_open(&c, &error)
         }
-        guard let output else { throw AudioError.device(DeviceError(error, device: config.name)) }
+        guard let output else { throw AudioError.device(DeviceError(error, device: config.name.text)) }
         return output
     }
 

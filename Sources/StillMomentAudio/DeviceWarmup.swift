@@ -11,8 +11,8 @@ import CAudio
 public enum DeviceWarmup {
     /// Starts loading what opening `device` needs; returns at once. False when no thread could be started.
     @discardableResult
-    public static func begin(device: String) -> Bool {
-        sm_backend_warm(device) == 0
+    public static func begin(device: DeviceName) -> Bool {
+        sm_backend_warm(device.text) == 0
     }
 
     /// Waits until the warm-ups started are done, at most `milliseconds`; true when none runs.

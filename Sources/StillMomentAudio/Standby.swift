@@ -34,7 +34,7 @@ public final class Standby: Sendable {
     /// handed to it since it was opened (silence between sessions included).
     public var heldDevice: (name: String, failed: Bool, framesWritten: UInt64)? {
         held.withLock { h in
-            h.map { ($0.configuration.name, sm_output_failed($0.output) != 0, sm_output_get_stats($0.output).frames_written) }
+            h.map { ($0.configuration.name.text, sm_output_failed($0.output) != 0, sm_output_get_stats($0.output).frames_written) }
         }
     }
 
@@ -48,7 +48,7 @@ public final class Standby: Sendable {
         var error = sm_error()
         guard sm_output_start(output, &error) == 0 else {
             sm_output_close(output)
-            throw AudioError.device(DeviceError(error, device: configuration.name))
+            throw AudioError.device(DeviceError(error, device: configuration.name.text))
         }
         _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_STANDBY.rawValue)), 3000)
         held.withLock { $0 = Held(configuration: configuration, sampleRate: sampleRate, output: output) }

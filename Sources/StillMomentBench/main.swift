@@ -54,7 +54,9 @@ case "play":
     do {
         // BUFFER_MS and PERIODS (environment) try other device buffers than the default.
         func number(_ name: String) -> Int? { getenv(name).flatMap { Int(String(cString: $0)) } }
-        let device = DeviceConfiguration(name: args[3], bufferMicroseconds: number("BUFFER_MS").map { $0 * 1000 },
+        let name: DeviceName
+        do { name = try DeviceName(parsing: args[3]) } catch { fail(error.description) }
+        let device = DeviceConfiguration(name: name, bufferMicroseconds: number("BUFFER_MS").map { $0 * 1000 },
                                          periods: number("PERIODS"))
         let engine = try AudioEngine(sampleRate: 44100, sink: .device(device))
         if let info = engine.deviceInfo {

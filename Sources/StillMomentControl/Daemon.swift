@@ -192,7 +192,7 @@ public final class Daemon {
         log.info("listening on \(socketPath) (pid \(getpid()), \(options.onDemand ? "started on demand" : "service"))")
         // The device's configuration and libraries, loaded while nothing waits for them
         // (a settings file that cannot be read is the first session's to report).
-        if let settings = try? Settings.load() { DeviceWarmup.begin(device: settings.value("device")) }
+        if let settings = try? Settings.load(), let device = try? DeviceName.setting(settings) { DeviceWarmup.begin(device: device) }
         while step() {}
         indexer.halt()
         host.shutdown()      // an idle exit: a device kept open is closed (again harmless after a signal)

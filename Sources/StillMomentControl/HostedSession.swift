@@ -7,7 +7,7 @@ import Synchronization
 final class HostedSession: Sendable {
     enum Kind: Sendable {
         case timer(TimerSession)
-        case guided(GuidedSession, device: String)
+        case guided(GuidedSession, device: DeviceName)
         case bell(BellSession)
     }
     let id: Int

@@ -124,10 +124,11 @@ public struct PlayRequest: Sendable, Equatable {
     public var resume: Bool
     /// Ten seconds from the middle, no gongs.
     public var preview: Bool
-    public var device: String?
+    /// Checked by the one device-name parser when the request is read.
+    public var device: DeviceName?
 
     public init(id: String, from: Int64? = nil, preparation: Int64? = nil, resume: Bool = false, preview: Bool = false,
-                device: String? = nil) {
+                device: DeviceName? = nil) {
         self.id = id
         self.from = from
         self.preparation = preparation
@@ -146,7 +147,11 @@ public struct PlayRequest: Sendable, Equatable {
         preparation = try r.milliseconds("preparation")
         resume = try r.bool("resume") ?? false
         preview = try r.bool("preview") ?? false
-        device = try r.string("device", limit: 256)
+        if let text = try r.string("device", limit: 1024) {
+            do { device = try DeviceName.parse(text, option: "device") } catch { throw ProtocolError(error) }
+        } else {
+            device = nil
+        }
         try r.finish()
         guard (from ?? 0) >= 0, (preparation ?? 0) >= 0 else {
             throw ProtocolError(.badArguments, tr("from and preparation cannot be negative", "from und preparation können nicht negativ sein"))
@@ -159,7 +164,7 @@ public struct PlayRequest: Sendable, Equatable {
         if let preparation { a["preparation"] = .number(Double(preparation)) }
         if resume { a["resume"] = .bool(true) }
         if preview { a["preview"] = .bool(true) }
-        if let device { a["device"] = .string(device) }
+        if let device { a["device"] = .string(device.text) }
         return a
     }
 }

@@ -52,7 +52,7 @@ public final class SessionService {
         var paused = false
     }
     /// A guided meditation paused by a timer: the meditation, the file position, the device.
-    private(set) var suspended: (meditation: Meditation, position: Int64, device: String)?
+    private(set) var suspended: (meditation: Meditation, position: Int64, device: DeviceName)?
     private var lastEnded: Ended?
     private var nextID = 1
     private var lastStateKey = ""
@@ -120,7 +120,7 @@ public final class SessionService {
     /// The device the next scheduled entry will open, for the standby: a timer's own
     /// --device, else its preset's; nil means the `device` setting. Looked up once per
     /// entry and time (a preset is a catalog read), not on every tick.
-    private func nextScheduledDevice() -> String? {
+    private func nextScheduledDevice() -> DeviceName? {
         guard let next = scheduler.next, case .timer(let preset, let request) = next.entry.action else { return nil }
         if let device = request.device { return device }
         guard let preset else { return nil }
@@ -130,7 +130,7 @@ public final class SessionService {
         nextDeviceCache = (next.entry.id, next.at, device)
         return device
     }
-    private var nextDeviceCache: (entry: Int64, at: Int64, device: String?)?
+    private var nextDeviceCache: (entry: Int64, at: Int64, device: DeviceName?)?
 
     // MARK: commands
 
@@ -299,11 +299,11 @@ public final class SessionService {
         var from = request.from ?? 0
         // A saved position before the trim start (the trim was edited since) starts at the trim.
         if request.resume, let last = m.lastPosition { from = max(0, last - (m.trimStart ?? 0)) }
-        let device: String
+        let device: DeviceName
         if let d = request.device {
             device = d
         } else {
-            do { device = try Settings.load().value("device") } catch { throw ProtocolError(error) }
+            do { device = try DeviceName.setting(try Settings.load()) } catch { throw ProtocolError(error) }
         }
         return try startGuided(meditation: m, from: from, preparation: request.preparation ?? 0, device: device,
                                preview: request.preview)
@@ -335,10 +335,10 @@ public final class SessionService {
     /// A scheduled guided meditation.
     func startScheduledPlay(meditation key: String) throws(ProtocolError) -> Int {
         let m: Meditation
-        let device: String
+        let device: DeviceName
         do throws(CoreError) {
             m = try store.find(key)
-            device = try Settings.load().value("device")
+            device = try DeviceName.setting(try Settings.load())
         } catch {
             throw ProtocolError(error)
         }
@@ -349,10 +349,10 @@ public final class SessionService {
     func ringBell(sound id: String, strikes: Int, volume: Double) throws(ProtocolError) -> Int {
         let catalog: SoundCatalog
         let sound: Sound
-        let device: String
+        let device: DeviceName
         do throws(CoreError) {
             catalog = try SoundCatalog.withCustomSounds(store: store)
-            device = try Settings.load().value("device")
+            device = try DeviceName.setting(try Settings.load())
             sound = try catalog.gong(id)
         } catch {
             throw ProtocolError(error)
@@ -380,13 +380,13 @@ public final class SessionService {
         }
     }
 
-    private func startGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
+    private func startGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: DeviceName,
                              preview: Bool) throws(ProtocolError) -> Status {
         started(try launchGuided(meditation: m, from: from, preparation: preparation, device: device, preview: preview,
                                  scheduled: false))
     }
 
-    private func launchGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: String,
+    private func launchGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: DeviceName,
                               preview: Bool, scheduled: Bool) throws(ProtocolError) -> Int {
         let source: SessionSource = preview ? .preview : .guided
         let catalog: SoundCatalog

@@ -15,7 +15,7 @@ final class StandbyKeeper {
     static let lead: Double = 60
     private let log: Logger
     private var mode: OutputStandby = .keepOpenDuringSchedule
-    private var device = "default"
+    private var device = DeviceName.default
     /// The settings file's inode, size and change time when it was last read.
     private var settingsStamp: [Int]? = nil
     /// After a failed open: not again before this (monotonic seconds).
@@ -30,7 +30,7 @@ final class StandbyKeeper {
     /// One look, from the service's tick: `nextAt` is the next scheduled entry (unix
     /// seconds) and `nextDevice` the device it names (nil: the `device` setting), `idle`
     /// whether nothing plays, starts or closes.
-    func update(nextAt: Int64?, nextDevice: String?, idle: Bool, worker: DeviceWorker) {
+    func update(nextAt: Int64?, nextDevice: DeviceName?, idle: Bool, worker: DeviceWorker) {
         let now = Scheduler.monotonic()
         // Read again when the file changed (a stat: the idle daemon touches no more code).
         var st = stat()
@@ -42,7 +42,8 @@ final class StandbyKeeper {
                 let m = settings.outputStandby
                 if m != mode { log.info("output-standby: \(m.rawValue)") }
                 mode = m
-                device = settings.value("device")
+                // A damaged name is left as it was (the session on it says why).
+                if let d = try? DeviceName.setting(settings) { device = d }
             }
         }
         let want: Bool
@@ -61,13 +62,13 @@ final class StandbyKeeper {
             if let failed = outcome, failed != lastFailure {
                 log.warning("cannot keep the device open between sessions: \(failed)")
             } else if outcome == nil {
-                log.info("output-standby: \(Display.clean(target)) is kept open between sessions")
+                log.info("output-standby: \(target) is kept open between sessions")
                 retryAt = 0      // opened: a later need (another device used meanwhile) opens at once
             }
             lastFailure = outcome
         }
         let held = holder.heldDevice
-        if want, held == nil || held?.name != target || held?.failed == true, now >= retryAt {
+        if want, held == nil || held?.name != target.text || held?.failed == true, now >= retryAt {
             retryAt = now + 30
             let name = target, box = failure, language = Language.current, holder = self.holder
             worker.run("standby") {
@@ -98,7 +99,7 @@ final class StandbyKeeper {
     }
 
     /// The device configuration for a session on `name`.
-    func device(_ name: String) -> DeviceConfiguration { DeviceConfiguration(name: name, standby: holder) }
+    func device(_ name: DeviceName) -> DeviceConfiguration { DeviceConfiguration(name: name, standby: holder) }
 }
 
 /// The last failure to open the device for the standby, from the worker to the loop.

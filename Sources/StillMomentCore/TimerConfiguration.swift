@@ -1,3 +1,5 @@
+import StillMomentAudio
+
 /// A timer session's settings, checked: what `stillmoment timer` runs.
 public struct TimerConfiguration: Sendable, Equatable {
     public var duration: Int64            // ms, 1 s ... 24 h
@@ -11,7 +13,7 @@ public struct TimerConfiguration: Sendable, Equatable {
     public var intervalVolume: Double
     public var ambience: Sound?           // nil = silent
     public var ambienceVolume: Double
-    public var device: String
+    public var device: DeviceName
     /// Sit and walk sections; nil for one sit of `duration` (then `duration` is their sum).
     public var sections: Sections?
     public var sectionGong: Sound

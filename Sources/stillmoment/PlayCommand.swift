@@ -43,7 +43,7 @@ struct PlayCommand: ParsableCommand {
         if let preparation, preparation.lowercased() != "off" {
             args["preparation"] = .number(Double(try parse(preparation, "--preparation")))
         }
-        if let device { args["device"] = .string(device) }
+        if let device { args["device"] = .string(try DeviceName.parse(device, option: "--device").text) }
         return .session(.play, args: args, detach: detach, what: tr("playing \(id)", "Wiedergabe von \(id)"))
     }
 
@@ -88,7 +88,7 @@ struct PreviewCommand: ParsableCommand {
             return
         }
         var args: [String: JSON] = ["id": .string(id), "preview": .bool(true)]
-        if let device { args["device"] = .string(device) }
+        if let device { args["device"] = .string(try DeviceName.parse(device, option: "--device").text) }
         try submit(.play, args, detach: detach, what: tr("a preview of \(id)", "eine Vorschau von \(id)"))
     }
 
@@ -106,8 +106,8 @@ struct PreviewCommand: ParsableCommand {
 func sessionOutput(file: String?, device: String?, format: String? = nil) throws(CoreError) -> SessionOutput {
     let sampleFormat = try wavFormat(format, output: file)
     if let file { return .file(path: file, format: sampleFormat) }
-    if let device { return .device(DeviceConfiguration(name: device)) }
-    return .device(DeviceConfiguration(name: try Settings.load().value("device")))
+    if let device { return .device(DeviceConfiguration(name: try DeviceName.parse(device, option: "--device"))) }
+    return .device(DeviceConfiguration(name: try DeviceName.setting(try Settings.load())))
 }
 
 /// Opens the store, makes the session (a device that cannot open exits 3, any other bad

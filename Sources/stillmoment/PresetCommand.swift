@@ -152,7 +152,7 @@ enum PresetText {
         o["ambience"] = r.ambience
         o["ambience-volume"] = volume(r.ambienceVolume)
         o["ambience-during"] = r.ambienceDuringWalks.map { $0 ? "all" : "sit" }
-        o["device"] = r.device
+        o["device"] = r.device?.text
         return o
     }
 

@@ -5,6 +5,7 @@ import Glibc
 import Logging
 import Testing
 @testable import StillMomentControl
+import StillMomentAudio
 import StillMomentCore
 
 @Suite("The session service", .serialized)
@@ -99,6 +100,29 @@ struct SessionServiceTests {
         service.shutdown()
     }
 
+    @Test("a device name that is an ALSA definition (a command through file:, a file through tee:) is refused in every request; nothing runs or is written")
+    func deviceDefinitionsRefused() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let proof = home + "/proof"
+        let attacks = ["file:FILE=\"|touch \(proof)\",FORMAT=raw", "file:FILE=\(proof),FORMAT=raw", "file:'\(proof)'",
+                       "tee:null,\(proof),raw", "alsa:tee:null,proof,raw", "plug:SLAVE=file", "{type file file \"|id\"}"]
+        for device in attacks {
+            for (command, args) in [(ControlCommand.timer, ["options": JSON.object(["duration": .string("1m"), "device": .string(device)])]),
+                                    (.play, ["id": .string("x"), "device": .string(device)])] {
+                #expect {
+                    _ = try service.call(command, args)
+                } throws: { error in
+                    guard let e = error as? ProtocolError else { return false }
+                    return e.code == .badArguments && e.message.contains("refused")
+                }
+            }
+        }
+        #expect(service.status().state == .idle)
+        #expect(!FileManager.default.fileExists(atPath: proof) && !FileManager.default.fileExists(atPath: "proof"))
+        service.shutdown()
+    }
+
     @Test("a new timer replaces the one playing without waiting for its fade; the old one ends 'replaced'")
     func replacement() throws {
         let (service, home) = try Self.service()
@@ -152,7 +176,7 @@ struct SessionServiceTests {
             return
         }
         // A long preparation keeps it before its voice on a device 300 times real time.
-        let guided = try service.play(PlayRequest(id: m.id, preparation: 3_600_000, device: "null"))
+        let guided = try service.play(PlayRequest(id: m.id, preparation: 3_600_000, device: .null))
         #expect(guided.source == .guided && guided.state == .preparation && guided.meditation?.id == m.id)
         _ = service.takeEvents()
         let timer = try service.startTimer(Self.timer)

@@ -23,7 +23,7 @@ struct TimerRequestTests {
         let r = try TimerRequest(text: ["duration": "20m", "preparation": "off", "gong-volume": "0.5", "strikes": "3",
                                         "interval-mode": "before-end", "interval": "5m", "bells": "1m,-2m", "device": "null"])
         #expect(r.duration == 1_200_000 && r.preparation == 0 && r.gongVolume == 0.5 && r.strikes == 3)
-        #expect(r.intervalMode == .beforeEnd && r.interval == .every(300_000) && r.device == "null")
+        #expect(r.intervalMode == .beforeEnd && r.interval == .every(300_000) && r.device == .null)
         #expect(r.bells == [BellTime(fromEnd: false, milliseconds: 60_000), BellTime(fromEnd: true, milliseconds: 120_000)])
         #expect(try TimerRequest(text: ["interval": "on"]).interval == .on)
         #expect(try TimerRequest(text: ["interval": "off"]).interval == .off)

@@ -29,7 +29,7 @@ struct TimerSessionTests {
         let path: String
         switch output(dir) {
         case .file(let p, _): path = p
-        case .device(let d): path = String(d.name.dropFirst("file:FILE=".count).prefix { $0 != "," })
+        case .device(let d): path = String(d.name.text.dropFirst("file:FILE=".count).prefix { $0 != "," })
         }
         return (session.plan, try readFloatWAV(path))
     }

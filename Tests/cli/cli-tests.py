@@ -85,6 +85,21 @@ def main():
                      ["timer", "5m", "--gong-volume", "1e309"], ["timer", "5m", "--strikes", "99999999999999999999"]):
             rc, out, err = c.run(*args, "--device", "null") if args[0] == "timer" else c.run(*args)
             check(one_line_error(rc, out, err), f"`{' '.join(args)}` is refused in one line with exit 2 (exit {rc}: {err.strip()[:110]})")
+        # Device names are read by one guard: an inline ALSA definition (ALSA's file plugin
+        # runs FILE="|cmd"; file: and tee: write any file) is refused from every way in.
+        proof = c.dir + "/proof"
+        for device in (f'file:FILE="|touch {proof}",FORMAT=raw', f"file:FILE={proof},FORMAT=raw", f"file:'{proof}'",
+                       f"tee:null,{proof},raw", "tee:null,proof,raw", "alsa:tee:null,proof,raw", "plug:SLAVE=file"):
+            for args in (["timer", "1m", "--foreground", "--device", device], ["timer", "1m", "--detach", "--device", device],
+                         ["settings", "set", "device", device], ["preset", "save", "p", "--device", device],
+                         ["play", "x", "--device", device]):
+                rc, out, err = c.run(*args)
+                check(one_line_error(rc, out, err) and "refused" in err and not os.path.exists(proof)
+                      and not os.path.exists(os.path.join(ROOT, "proof")),
+                      f"`{' '.join(args[:2])} … --device {device[:30]}` is refused in one line, nothing written (exit {rc}: {err.strip()[:90]})")
+        rc, out, err = c.run("settings", "set", "device", "plughw:CARD=Headphones,DEV=0")
+        check(rc == 0, f"a card's name by ALSA's own form is a setting (exit {rc}: {err.strip()[:80]})")
+        c.run("settings", "reset", "device")
         rc, out, err = c.run("timer", "5m", "--bells", "-2m", "--preparation", "off", "--output", c.dir + "/b.wav")
         check(rc == 0 and os.path.exists(c.dir + "/b.wav"), f"`--bells -2m` is a value, not an unknown option (exit {rc}: {err.strip()[:80]})")
         # --format: a 16-bit PCM WAV (dithered) or 32-bit float (the default); the same session either way.

@@ -187,7 +187,9 @@ class Case:
         os.makedirs(self.dir + "/run", mode=0o700)
         self.env = dict(os.environ, STILLMOMENT_HOME=self.dir + "/home", XDG_RUNTIME_DIR=self.dir + "/run",
                         LANG="C.UTF-8", STILLMOMENT_IDLE_EXIT="120", STILLMOMENT_SOUNDS=ROOT + "/Sounds",
-                        **(extra_env or {}))
+                        # ALSA's file: capture, which the device guard refuses to every request
+                        # unless the daemon was started with this switch.
+                        STILLMOMENT_TEST_DEVICES="file", **(extra_env or {}))
         self.pid = None
 
     def sm(self, *args, timeout=60):

@@ -2,6 +2,7 @@
 /// the settings file and the control socket all turn their text into this through one
 /// parser per kind of value (`TimerOption.parse`); an unknown key is an error that names
 /// it. `TimerConfiguration(request:catalog:)` then checks it against the sounds.
+import StillMomentAudio
 
 /// The timer's options, named as on the command line and in `settings.json`.
 public enum TimerOption: String, CaseIterable, Sendable, Codable {
@@ -107,7 +108,7 @@ public struct TimerRequest: Sendable, Equatable, Codable {
     public var bells: [BellTime]?
     public var ambience: String?
     public var ambienceVolume: Double?
-    public var device: String?
+    public var device: DeviceName?
     public var sections: Sections?
     public var sectionGong: String?
     public var sectionStrikes: SectionStrikes?
@@ -139,7 +140,7 @@ public struct TimerRequest: Sendable, Equatable, Codable {
         case (.gong, .text(let v)): gong = v
         case (.intervalGong, .text(let v)): intervalGong = v
         case (.ambience, .text(let v)): ambience = v
-        case (.device, .text(let v)): device = v
+        case (.device, .device(let v)): device = v
         case (.strikes, .count(let v)): strikes = v
         case (.intervalMode, .mode(let v)): intervalMode = v
         case (.interval, .interval(let v)): interval = v
@@ -194,7 +195,7 @@ public struct TimerRequest: Sendable, Equatable, Codable {
 
 /// One parsed value, by kind.
 public enum TimerValue: Sendable, Equatable {
-    case time(Int64), volume(Double), text(String), count(Int), mode(IntervalMode), interval(IntervalSetting), bells([BellTime])
+    case time(Int64), volume(Double), text(String), device(DeviceName), count(Int), mode(IntervalMode), interval(IntervalSetting), bells([BellTime])
     case sections(Sections), strikes(SectionStrikes), range(RandomBells), seed(UInt64), flag(Bool)
 
     static let offWords: Set<String> = ["off", "none", "no", "0"]
@@ -221,13 +222,7 @@ public enum TimerValue: Sendable, Equatable {
             }
             return .text(text)
         case .device:
-            guard !text.isEmpty else {
-                throw CoreError.badValue(option: option.flag, reason: tr("the device name is empty (try `aplay -L`)", "der Gerätename ist leer (siehe `aplay -L`)"))
-            }
-            guard text.utf8.count <= 256, !text.unicodeScalars.contains(where: Display.isControl) else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a device name (try `aplay -L`)", "'\(text)' ist kein Gerätename (siehe `aplay -L`)"))
-            }
-            return .text(text)
+            return .device(try DeviceName.parse(text, option: option.flag))
         case .count:
             guard text.count <= 2, let n = Int(text), (1...9).contains(n) else {
                 throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a number from 1 to 9", "'\(text)' ist keine Zahl von 1 bis 9"))

@@ -50,7 +50,7 @@ public enum ScheduleAction: Sendable, Equatable, Codable, CustomStringConvertibl
         add(.ambience, r.ambience)
         add(.ambienceVolume, r.ambienceVolume.map { String($0) })
         add(.ambienceDuring, r.ambienceDuringWalks.map { $0 ? "all" : "sit" })
-        add(.device, r.device)
+        add(.device, r.device?.text)
         return parts.joined(separator: " ")
     }
 }
