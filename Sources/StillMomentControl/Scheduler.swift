@@ -39,8 +39,27 @@ final class Scheduler {
         clockBase = Self.wallClock() - Self.monotonic()
     }
 
+    /// The timetable's change counter when last read, and when that was (monotonic s).
+    private var version: Int64?
+    private var versionReadAt = -Double.infinity
+
     /// The schedule changed (a client said so): look again now.
     func reschedule() { dirty = true }
+
+    /// Whoever changed the timetable (a CLI of an older version, the web app, an import
+    /// that failed half-way, sqlite3 by hand), the counter its triggers keep says so:
+    /// read at most every 2 s, on the wake-ups the daemon has anyway (5 s when idle).
+    private func noticeChanges() {
+        let now = Self.monotonic()
+        guard now - versionReadAt >= 2 else { return }
+        versionReadAt = now
+        guard let v = try? schedules.version() else { return }
+        if let version, v != version {
+            log.info("the schedule changed: looking at it again")
+            dirty = true
+        }
+        version = v
+    }
 
     var hasEntries: Bool { entryCount > 0 }
 
@@ -70,6 +89,7 @@ final class Scheduler {
             zone = ZoneRules.system()
         }
         clockBase = base
+        noticeChanges()
         retryWaiting(host, now: wall)
         guard dirty || (wake.map { wall >= $0 } ?? false) else { return }
         dirty = false
@@ -114,6 +134,10 @@ final class Scheduler {
     /// Runs one occurrence (or the entry now, for `ring-now`).
     func run(_ entry: ScheduleEntry, at: Int64, host: SessionService, now: Double, manual: Bool = false) {
         if !manual { handled(entry.id, at) }
+        if let problem = entry.problem {
+            record(entry.id, at: at, "failed", problem.text(.en))
+            return
+        }
         switch entry.action {
         case .bell(let sound, let strikes, let volume):
             guard host.deviceFree else {
@@ -178,7 +202,11 @@ final class Scheduler {
         do { try schedules.handled(id, at: at) } catch { log.error("cannot update the schedule: \(error.description)") }
     }
 
+    /// The outcome last recorded (for ring-now, which says what became of the entry).
+    private(set) var lastRecorded: (entry: Int64, outcome: String, detail: String?)?
+
     private func record(_ id: Int64, at: Int64, _ outcome: String, _ detail: String?) {
+        lastRecorded = (id, outcome, detail)
         if outcome == "missed" { handled(id, at) }
         log.info("schedule \(id) at \(LocalTime(unix: at, utcOffset: zone.offset(at: at)).iso8601): \(outcome)\(detail.map { " (\($0))" } ?? "")")
         do { try schedules.record(ScheduleEvent(entry: id, at: at, outcome: outcome, detail: detail)) } catch {

@@ -126,7 +126,7 @@ public final class SessionService {
         guard let preset else { return nil }
         if let cached = nextDeviceCache, cached.entry == next.entry.id, cached.at == next.at { return cached.device }
         // A preset that is gone or unreadable: the session will say so; the setting meanwhile.
-        let device = (try? PresetStore(store: store).require(preset))?.request.device
+        let device = preset.id.flatMap { try? PresetStore(store: store).find(id: $0) }?.request.device
         nextDeviceCache = (next.entry.id, next.at, device)
         return device
     }
@@ -272,7 +272,13 @@ public final class SessionService {
         defer { reap() }
         let entry: ScheduleEntry
         do { entry = try ScheduleStore(store: store).require(String(request.id)) } catch { throw ProtocolError(error) }
+        if let problem = entry.problem {
+            throw ProtocolError(.failed, tr("entry \(entry.id) cannot ring: \(problem.text(.en))", "Eintrag \(entry.id) kann nicht läuten: \(problem.text(.de))"))
+        }
         scheduler.run(entry, at: Int64(Scheduler.wallClock()), host: self, now: Scheduler.wallClock(), manual: true)
+        if let last = scheduler.lastRecorded, last.entry == entry.id, last.outcome == "failed" || last.outcome == "skipped" {
+            throw ProtocolError(.failed, tr("entry \(entry.id) \(last.outcome): \(last.detail ?? "")", "Eintrag \(entry.id) \(last.outcome == "failed" ? "fehlgeschlagen" : "ausgelassen"): \(last.detail ?? "")"))
+        }
         return status()
     }
 
@@ -318,13 +324,18 @@ public final class SessionService {
     }
 
     /// A scheduled sit: a preset and/or options over the settings.
-    func startScheduledTimer(preset name: String?, request: TimerRequest) throws(ProtocolError) -> Int {
+    func startScheduledTimer(preset ref: LibraryRef?, request: TimerRequest) throws(ProtocolError) -> Int {
         let catalog: SoundCatalog
         let configuration: TimerConfiguration
         var preset: Preset?
         do throws(CoreError) {
             catalog = try SoundCatalog.withCustomSounds(store: store)
-            if let name { preset = try PresetStore(store: store).require(name) }
+            if let ref {
+                guard let id = ref.id, let found = try PresetStore(store: store).find(id: id) else {
+                    throw CoreError.badRequest(ScheduleProblem.presetGone(ref.name).text())
+                }
+                preset = found
+            }
             configuration = try TimerConfiguration(settings: try Settings.load(), preset: preset, options: request, catalog: catalog)
         } catch {
             throw ProtocolError(error)
@@ -333,11 +344,14 @@ public final class SessionService {
     }
 
     /// A scheduled guided meditation.
-    func startScheduledPlay(meditation key: String) throws(ProtocolError) -> Int {
+    func startScheduledPlay(meditation ref: LibraryRef) throws(ProtocolError) -> Int {
         let m: Meditation
         let device: DeviceName
         do throws(CoreError) {
-            m = try store.find(key)
+            guard let id = ref.id, let found = try store.all().first(where: { $0.id == id }) else {
+                throw CoreError.badRequest(ScheduleProblem.meditationGone(ref.name).text())
+            }
+            m = found
             device = try DeviceName.setting(try Settings.load())
         } catch {
             throw ProtocolError(error)

@@ -90,10 +90,13 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case noSounds
     /// The sound device cannot be opened (or was lost): ALSA's reason and a hint.
     case device(DeviceError)
+    /// A preset or meditation that schedule entries use is to be deleted without `force`:
+    /// what it is, and the entries ("3 (Morning sit)").
+    case inUse(what: String, entries: [String])
 
     public var category: ErrorCategory {
         switch self {
-        case .badValue, .badRequest, .notFound, .ambiguous, .unknownSound: return .badInput
+        case .badValue, .badRequest, .notFound, .ambiguous, .unknownSound, .inUse: return .badInput
         case .io, .unplayable, .noSpace, .damaged, .noSounds: return .failure
         case .device: return .device
         }
@@ -123,6 +126,10 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unknownSound(let id, let kind, let valid):
             return de ? "unbekannter Klang '\(id)' (\(kind)); wähle einen von: \(valid.joined(separator: ", "))"
                       : "unknown \(kind) '\(id)'; choose one of: \(valid.joined(separator: ", "))"
+        case .inUse(let what, let entries):
+            let list = entries.joined(separator: ", ")
+            return de ? "\(what) wird vom Zeitplan benutzt (\(entries.count == 1 ? "Eintrag" : "Einträge") \(list)): entferne \(entries.count == 1 ? "ihn" : "sie") zuerst oder lösche trotzdem (--force), dann \(entries.count == 1 ? "ist er" : "sind sie") kaputt"
+                      : "\(what) is used by the schedule (\(entries.count == 1 ? "entry" : "entries") \(list)): remove \(entries.count == 1 ? "it" : "them") first, or delete anyway (--force) and \(entries.count == 1 ? "it shows" : "they show") as broken"
         case .noSounds:
             return de ? "die mitgelieferten Klänge fehlen (keine Sounds/sounds.json gefunden); setze STILLMOMENT_SOUNDS auf ihren Ordner oder installiere neu"
                       : "the bundled sounds are missing (no Sounds/sounds.json found); set STILLMOMENT_SOUNDS to their folder or reinstall"

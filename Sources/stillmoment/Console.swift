@@ -38,6 +38,20 @@ enum Console {
         err(tr("error: ", "Fehler: ") + message)
     }
 
+    /// Runs `delete`; when what it deletes is used by the schedule and this is a terminal,
+    /// asks (y/N) and deletes anyway on yes; otherwise the error stands (`--force` deletes).
+    static func deleteAsking(_ delete: (_ force: Bool) throws(CoreError) -> Void) throws(CoreError) {
+        do { try delete(false) } catch {
+            guard case .inUse = error, isTerminal else { throw error }
+            err(error.description)
+            var s = tr("delete anyway? [y/N] ", "trotzdem löschen? [j/N] ")
+            s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+            let answer = readLine()?.trimmingWhitespace().lowercased() ?? ""
+            guard ["y", "yes", "j", "ja"].contains(answer) else { throw CoreError.badRequest(tr("nothing deleted", "nichts gelöscht")) }
+            try delete(true)
+        }
+    }
+
     /// `warning: …` (`Warnung: …`) on stderr.
     static func warning(_ message: String) {
         err(tr("warning: ", "Warnung: ") + message)

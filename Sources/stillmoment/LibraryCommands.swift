@@ -213,16 +213,9 @@ struct EditCommand: ParsableCommand {
         do {
             var m = try store.find(id)
             let catalog = try SoundCatalog.withCustomSounds(store: store)
-            if let teacher { m.teacher = teacher.trimmingWhitespace() }
-            if let album {
-                let a = album.trimmingWhitespace()
-                m.album = a.isEmpty || a.lowercased() == "off" ? nil : a
-            }
-            if let name {
-                let n = name.trimmingWhitespace()
-                guard !n.isEmpty else { throw CoreError.badValue(option: "--name", reason: tr("the name cannot be empty", "der Name darf nicht leer sein")) }
-                m.name = n
-            }
+            if let teacher { m.teacher = try Meditation.checked(teacher, .teacher, option: "--teacher") ?? m.teacher }
+            if let album { m.album = try Meditation.checked(album, .album, option: "--album") }
+            if let name { m.name = try Meditation.checked(name, .name, option: "--name") ?? m.name }
             func time(_ text: String, _ option: String) throws -> Int64? {
                 if text.lowercased() == "off" { return nil }
                 do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: "--\(option)", reason: error.description) }
@@ -253,12 +246,14 @@ struct EditCommand: ParsableCommand {
 struct DeleteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "delete", abstract: "Remove a meditation and its stored file.")
     @Argument(help: "A UUID, a unique prefix of one, or the exact name.", completion: Complete.meditations) var id: String
+    @Flag(help: "Delete it even when schedule entries play it (they then show as broken).") var force = false
 
     func run() throws {
         let store = try openStore()
         do {
             let m = try store.find(id)
-            try store.delete(m)
+            let force = self.force
+            try Console.deleteAsking { (asked) throws(CoreError) in try store.delete(m, force: force || asked) }
             Console.out(tr("deleted \(describe(m)); \(megabytes(m.size)) freed", "gelöscht: \(describe(m)); \(megabytes(m.size)) frei geworden"))
         } catch {
             throw Console.fail(error)

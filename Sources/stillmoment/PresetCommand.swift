@@ -108,9 +108,13 @@ struct PresetCommand: ParsableCommand {
     struct Delete: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete a preset.")
         @Argument(help: "The preset's name.", completion: Complete.presets) var name: String
+        @Flag(help: "Delete it even when schedule entries use it (they then show as broken).") var force = false
         func run() throws {
             let store = try openStore()
-            do { try PresetStore(store: store).delete(name) } catch { throw Console.fail(error) }
+            let presets = PresetStore(store: store), name = self.name, force = self.force
+            do { try Console.deleteAsking { (asked) throws(CoreError) in try presets.delete(name, force: force || asked) } } catch {
+                throw Console.fail(error)
+            }
             Console.out((Language.current == .de ? "gelöscht: " : "deleted: ") + name)
         }
     }

@@ -34,8 +34,10 @@ struct ScheduleCommand: ParsableCommand {
         @Option(help: "A bell only (no session): a gong's id.", completion: Complete.gongs) var bell: String?
         @Option(help: "The bell's volume, 0 to 1.") var volume: String?
         @Option(help: "A name for the entry.") var name: String?
+        @Flag(help: "Keep the entry but do not ring it (as `schedule disable`).") var disabled = false
 
-        func entry() throws(CoreError) -> (ScheduleWhen, ScheduleAction, String?) {
+        /// The entry as typed: its preset and meditation by name, to be bound (`ScheduleStore.bind`).
+        func entry() throws(CoreError) -> NewScheduleEntry {
             let when = try ScheduleWhen(parsing: self.when.joined(separator: " "))
             var text = timer.text
             let sitOptions = text.keys.filter { bell == nil || $0 != "strikes" }
@@ -64,33 +66,15 @@ struct ScheduleCommand: ParsableCommand {
                 }
                 action = .bell(sound: bell, strikes: strikes, volume: v)
             } else if let play {
-                action = .play(meditation: play)
+                action = .play(meditation: .named(play))
             } else {
                 guard volume == nil else {
                     throw CoreError.badRequest(tr("--volume goes with --bell (a sit takes --gong-volume)",
                                                   "--volume gehört zu --bell (eine Sitzung nimmt --gong-volume)"))
                 }
-                action = .timer(preset: preset, request: try TimerRequest(text: text))
+                action = .timer(preset: preset.map(LibraryRef.named), request: try TimerRequest(text: text))
             }
-            let cleanName = name.map { $0.trimmingWhitespace() }
-            if let cleanName, cleanName.isEmpty || cleanName.count > 80 || cleanName.unicodeScalars.contains(where: Display.isControl) {
-                throw CoreError.badValue(option: "--name", reason: tr("1 to 80 characters, no control characters", "1 bis 80 Zeichen, keine Steuerzeichen"))
-            }
-            return (when, action, cleanName)
-        }
-    }
-
-    /// Checks an action against the library now (not on the morning it rings).
-    static func check(_ action: ScheduleAction, store: LibraryStore) throws(CoreError) {
-        let catalog = try SoundCatalog.withCustomSounds(store: store)
-        switch action {
-        case .timer(let presetName, let request):
-            let preset = try presetName.map { (n) throws(CoreError) in try PresetStore(store: store).require(n) }
-            _ = try TimerConfiguration(settings: try Settings.load(), preset: preset, options: request, catalog: catalog)
-        case .play(let m):
-            _ = try store.find(m)
-        case .bell(let sound, _, _):
-            _ = try catalog.gong(sound)
+            return NewScheduleEntry(when: when, action: action, name: try name.map(ScheduleStore.checkName), enabled: !disabled)
         }
     }
 
@@ -131,15 +115,18 @@ struct ScheduleCommand: ParsableCommand {
         func run() throws {
             let store = try openStore()
             do throws(CoreError) {
-                let (when, action, name) = try entry.entry()
-                try ScheduleCommand.check(action, store: store)
+                var new = try entry.entry()
+                let schedules = ScheduleStore(store: store)
+                new.action = try schedules.bind(new.action)
                 let zone = ZoneRules.system()
                 let now = LocalTime.now().unix
+                let when = new.when
                 guard !when.hasPassed(now: now, zone: zone) else { throw ScheduleCommand.passed(when, now: now, zone: zone) }
-                let schedules = ScheduleStore(store: store)
-                let added = try schedules.add(when: when, action: action, name: name, now: now)
-                let next = when.next(after: added.lastHandled, zone: zone, seed: added.seed, quiet: try schedules.quietDays())
-                Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(action)"
+                guard let id = try schedules.add([new], replacing: false, now: now).first, let added = try schedules.find(id) else {
+                    throw CoreError.io(path: store.databasePath, reason: "the entry was not saved")
+                }
+                let next = added.enabled ? when.next(after: added.lastHandled, zone: zone, seed: added.seed, quiet: try schedules.quietDays()) : nil
+                Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(added.action)"
                             + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when(zone.localTime($0)))" : "; next \(PracticeText.when(zone.localTime($0)))" } ?? ""))
             } catch {
                 throw Console.fail(error)
@@ -164,6 +151,8 @@ struct ScheduleCommand: ParsableCommand {
             struct Item: Encodable {
                 let id: Int64, name: String?, when: String, action: String, enabled: Bool, next: String?
                 let last: String?, lastOutcome: String?
+                /// Why it cannot ring (its preset or meditation was deleted), when it cannot.
+                let broken: String?
             }
             var items: [Item] = []
             for e in entries {
@@ -171,7 +160,8 @@ struct ScheduleCommand: ParsableCommand {
                 let last = (try? schedules.events(entry: e.id, limit: 1))?.first
                 items.append(Item(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
                                   next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
-                                  lastOutcome: last.map { $0.outcome + ($0.detail.map { ": \($0)" } ?? "") }))
+                                  lastOutcome: last.map { $0.outcome + ($0.detail.map { ": \($0)" } ?? "") },
+                                  broken: e.problem?.text()))
             }
             if json {
                 struct Listing: Encodable { let entries: [Item]; let quietDays: [String]; let policy: String }
@@ -182,7 +172,8 @@ struct ScheduleCommand: ParsableCommand {
             for i in items {
                 let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : tr("off", "aus"))
                 Console.out("\(String(i.id).padded(to: 4)) \(next.padded(to: 17)) \(i.when)  \(i.action)\(i.name.map { "  (\($0))" } ?? "")"
-                            + (i.lastOutcome.map { tr("  [last: \($0)]", "  [zuletzt: \($0)]") } ?? ""))
+                            + (i.lastOutcome.map { tr("  [last: \($0)]", "  [zuletzt: \($0)]") } ?? "")
+                            + (i.broken.map { tr("  [broken: \($0)]", "  [kaputt: \($0)]") } ?? ""))
             }
             if !quiet.isEmpty { Console.out((Language.current == .de ? "stille Tage: " : "quiet days: ") + quiet.sorted().map(\.description).joined(separator: ", ")) }
             Console.out(tr(ScheduleCommand.policy, ScheduleCommand.policyDE))
@@ -310,7 +301,8 @@ struct ScheduleCommand: ParsableCommand {
                                                                            "\(file): keine lesbare Textdatei von höchstens 1 MB")))
             }
             let store = try openStore()
-            var parsed: [(ScheduleWhen, ScheduleAction, String?)] = []
+            let schedules = ScheduleStore(store: store)
+            var parsed: [NewScheduleEntry] = []
             // One-off times that have passed are left out and named (an export read back
             // a day later holds them): they would never ring.
             var gone: [Int] = []
@@ -320,10 +312,10 @@ struct ScheduleCommand: ParsableCommand {
                 if line.isEmpty || line.hasPrefix("#") { continue }
                 do {
                     let words = try ShellWords.split(line)
-                    let options = try EntryOptions.parse(words)
-                    let entry = try options.entry()
-                    try ScheduleCommand.check(entry.1, store: store)
-                    if entry.0.hasPassed(now: now, zone: zone) { gone.append(n + 1) } else { parsed.append(entry) }
+                    var entry = try EntryOptions.parse(words).entry()
+                    try entry.checkForTimetable()
+                    entry.action = try schedules.bind(entry.action)
+                    if entry.when.hasPassed(now: now, zone: zone) { gone.append(n + 1) } else { parsed.append(entry) }
                 } catch let error as CoreError {
                     throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ") + error.description))
                 } catch {
@@ -331,13 +323,10 @@ struct ScheduleCommand: ParsableCommand {
                                                                   + (EntryOptions.message(for: error).split(separator: "\n").first ?? "")))
                 }
             }
-            do {
-                let schedules = ScheduleStore(store: store)
-                if replace { for e in try schedules.all() { try schedules.remove(e.id) } }
-                for (when, action, name) in parsed {
-                    try schedules.add(when: when, action: action, name: name, now: now)
-                }
-            } catch { throw Console.fail(error) }
+            // One transaction, every limit checked first: a refused file changes nothing.
+            do { try schedules.add(parsed, replacing: replace, now: now) } catch {
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): " + error.description))
+            }
             let n = parsed.count
             Console.out(n == 1 ? tr("added 1 entry", "1 Eintrag hinzugefügt") : tr("added \(n) entries", "\(n) Einträge hinzugefügt"))
             if !gone.isEmpty {
@@ -347,8 +336,8 @@ struct ScheduleCommand: ParsableCommand {
                     : tr("note: left out \(gone.count) one-off times that have passed (lines \(lines))",
                          "Hinweis: \(gone.count) einmalige Zeiten ausgelassen, die vorbei sind (Zeilen \(lines))"))
             }
-            ScheduleCommand.notifyDaemon(start: !parsed.isEmpty)
-            if !parsed.isEmpty { ScheduleCommand.serviceHint() }
+            ScheduleCommand.notifyDaemon(start: parsed.contains { $0.enabled })
+            if parsed.contains(where: { $0.enabled }) { ScheduleCommand.serviceHint() }
         }
     }
 
@@ -361,8 +350,12 @@ struct ScheduleCommand: ParsableCommand {
             Console.out(tr("# stillmoment schedule: WHEN ACTION [--name NAME], one entry a line",
                            "# stillmoment-Zeitplan: WANN AKTION [--name NAME], ein Eintrag je Zeile"))
             for e in entries {
-                let name = e.name.map { " --name " + ShellWords.quote($0) } ?? ""
-                Console.out("\(e.enabled ? "" : tr("# (disabled) ", "# (ausgeschaltet) "))\(e.when) \(e.action)\(name)")
+                if case .timer(_, let request) = e.action, let device = request.device {
+                    Console.out(tr("# entry \(e.id) plays on \(device); a timetable file does not choose the device (name a preset that does)",
+                                   "# Eintrag \(e.id) spielt auf \(device); eine Zeitplandatei wählt kein Gerät (nenne eine Vorlage, die es tut)"))
+                }
+                if let problem = e.problem { Console.out(tr("# entry \(e.id) is broken: \(problem.text(.en))", "# Eintrag \(e.id) ist kaputt: \(problem.text(.de))")) }
+                Console.out(e.line)
             }
         }
     }
@@ -376,35 +369,5 @@ struct ScheduleCommand: ParsableCommand {
             }
             Console.out(StatusText.summary(try control(.ringNow, ["id": .number(Double(n))], start: true)))
         }
-    }
-}
-
-/// Words of a line as a shell would split them: spaces separate, quotes group.
-enum ShellWords {
-    static func split(_ line: String) throws(CoreError) -> [String] {
-        var words: [String] = [], word = "", quote: Character?, started = false
-        for ch in line {
-            if let q = quote {
-                if ch == q { quote = nil } else { word.append(ch) }
-            } else if ch == "\"" || ch == "'" {
-                quote = ch
-                started = true
-            } else if ch == "#" && !started && word.isEmpty {
-                break                      // a comment to the end of the line
-            } else if ch.isWhitespace {
-                if started || !word.isEmpty { words.append(word) }
-                word = ""
-                started = false
-            } else {
-                word.append(ch)
-            }
-        }
-        guard quote == nil else { throw CoreError.badRequest(tr("a quote is not closed", "ein Anführungszeichen ist nicht geschlossen")) }
-        if started || !word.isEmpty { words.append(word) }
-        return words
-    }
-
-    static func quote(_ s: String) -> String {
-        s.contains(where: { $0.isWhitespace || $0 == "\"" || $0 == "'" }) ? "\"" + s.replacingOccurrences(of: "\"", with: "'") + "\"" : s
     }
 }

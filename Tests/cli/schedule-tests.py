@@ -100,6 +100,86 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def schedule_data():
+    """The schedule's data (hardening of 3dfe736): an import is one transaction; the daemon
+    notices every change, whoever made it; export then import is the same timetable, names
+    with quotes included; entries hold their preset and meditation by id; a timetable file
+    never chooses the sound device."""
+    c = Case()
+    try:
+        c.run("settings", "set", "device", "null")     # this machine may have no sound card
+        c.run("schedule", "add", "daily 05:30", "--bell", "temple-bell", "--name", "old")
+        big = c.dir + "/big.txt"
+        with open(big, "w") as f:
+            f.write("".join(f"daily {k // 60 % 24:02d}:{k % 60:02d} --bell clear-strike\n" for k in range(1001)))
+        for extra in ([], ["--replace"]):
+            rc, out, err = c.run("schedule", "import", big, *extra)
+            names = [e.get("name") for e in c.listing()]
+            check(rc == 2 and "1000" in err and names == ["old"],
+                  f"a 1,001-line timetable {' '.join(extra) or 'added'} is refused whole; the old one stays ({err.strip()[:90]}; {len(names)} entries)")
+        # Whoever changes the timetable (here sqlite3, as another program might), the daemon
+        # notices: an entry written behind its back rings on time.
+        import sqlite3
+        c.start_daemon()
+        at = int(time.time()) + 6
+        db = sqlite3.connect(c.dir + "/home/library.sqlite")
+        with db:
+            db.execute("INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created) "
+                       "SELECT 'behind its back', ?, action, 1, ?, 1, 0 FROM schedule WHERE name = 'old'",
+                       (stamp(at), at - 60))
+        db.close()
+        time.sleep(at - time.time() + 2.0)
+        behind = [e for e in c.listing() if e.get("name") == "behind its back"]
+        check(behind and (behind[0].get("lastOutcome") or "").startswith("ran"),
+              f"an entry the daemon was not told of rings on time ({behind})")
+        for e in behind:
+            c.run("schedule", "remove", str(e["id"]))
+
+        # Names with quotes, spaces and backslashes: export imports back to the same timetable.
+        c.run("preset", "save", 'evening "long" sit', "25m", "--interval", "5m")
+        c.run("schedule", "add", "daily 19:00", "--preset", 'evening "long" sit', "--name", "it's \"the\" one \\ ok")
+        c.run("schedule", "add", "weekdays 18:00", "--sections", "sit 25m, walk 5m, sit 25m", "--name", "#hash first")
+        rc, exported, err = c.run("schedule", "export")
+        with open(c.dir + "/again.txt", "w") as f:
+            f.write(exported)
+        before = [(e["when"], e["action"], e.get("name"), e["enabled"]) for e in c.listing()]
+        rc2, out2, err2 = c.run("schedule", "import", c.dir + "/again.txt", "--replace")
+        after = [(e["when"], e["action"], e.get("name"), e["enabled"]) for e in c.listing()]
+        check(rc == 0 and rc2 == 0 and before == after and len(after) == 3,
+              f"export then import is the same timetable, quoted names included ({err2.strip()[:90]}; {after})")
+
+        # Entries hold presets by id: a rename keeps them; a delete asks for --force, then
+        # the entry is shown broken and ring-now refuses it with exit 1.
+        rc, out, err = c.run("preset", "rename", 'evening "long" sit', "Abend")
+        sit = [e for e in c.listing() if e.get("name") == "it's \"the\" one \\ ok"]
+        check(rc == 0 and sit and sit[0]["action"] == "--preset Abend" and not sit[0].get("broken"),
+              f"a renamed preset keeps its entry working ({sit})")
+        rc, out, err = c.run("preset", "delete", "Abend")
+        check(rc == 2 and "used by the schedule" in err and "--force" in err,
+              f"deleting a preset an entry uses names the entry and asks for --force ({err.strip()[:110]})")
+        rc, out, err = c.run("preset", "delete", "Abend", "--force")
+        rc2, listed, _ = c.run("schedule", "list")
+        sit = [e for e in c.listing() if e.get("name") == "it's \"the\" one \\ ok"]
+        check(rc == 0 and sit and "Abend" in (sit[0].get("broken") or "") and "[broken: the preset 'Abend' was deleted]" in listed,
+              f"…with --force it goes, and the entry shows as broken ({sit})")
+        rc, out, err = c.run("schedule", "ring-now", str(sit[0]["id"]) if sit else "0")
+        check(rc == 1 and "deleted" in err, f"ring-now refuses a broken entry with exit 1 ({rc}: {err.strip()[:100]})")
+
+        # A shared timetable never chooses the sound device.
+        proof = c.dir + "/proof"
+        with open(c.dir + "/retreat.txt", "w") as f:
+            f.write(f'daily 06:00 --duration 45m --name "Morning sit" --device file:FILE="|touch {proof}",FORMAT=raw\n')
+        rc, out, err = c.run("schedule", "import", c.dir + "/retreat.txt")
+        with open(c.dir + "/plain.txt", "w") as f:
+            f.write('daily 06:00 --duration 45m --name "Morning sit" --device hw:1,0\n')
+        rc2, out2, err2 = c.run("schedule", "import", c.dir + "/plain.txt")
+        check(rc == 2 and rc2 == 2 and "line 1" in err and "does not choose the sound device" in err2 and not os.path.exists(proof)
+              and not [e for e in c.listing() if e.get("name") == "Morning sit"],
+              f"a timetable line with --device is refused, nothing runs or is stored ({err.strip()[:80]} | {err2.strip()[:80]})")
+    finally:
+        c.close()
+
+
 def main():
     c = Case()
     try:
@@ -235,6 +315,8 @@ def main():
         c.run("stop")
     finally:
         c.close()
+
+    schedule_data()
 
     # A daemon with schedules does not exit when idle; 50 entries cost no measurable CPU.
     c = Case(idle_exit="2")

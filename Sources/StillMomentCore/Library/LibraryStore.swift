@@ -211,6 +211,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v5-web", migrate: PairingStore.createTables)
         m.registerMigration("v6-seek-index", migrate: createSeekIndexTable)
         m.registerMigration("v7-sound-length", migrate: addSoundLengthColumn)
+        m.registerMigration("v8-schedule-references", migrate: ScheduleStore.addReferences)
         return m
     }
 
@@ -303,8 +304,14 @@ public final class LibraryStore: Sendable {
     }
 
     /// Deletes the row, then the file (a crash in between leaves a file without a row,
-    /// which `library verify --repair` adopts back).
-    public func delete(_ m: Meditation) throws(CoreError) {
+    /// which `library verify --repair` adopts back). A meditation that schedule entries
+    /// play only with `force` (they then show as broken), else the error names them.
+    public func delete(_ m: Meditation, force: Bool = false) throws(CoreError) {
+        let users = try ScheduleStore(store: self).entries(using: m.id)
+        if !users.isEmpty && !force {
+            throw ScheduleStore.inUse(tr("the meditation '\(m.name)'", "die Meditation '\(m.name)'"), by: users)
+        }
+        try ScheduleStore(store: self).keepName(m.name, of: m.id, in: users)
         _ = try write { db in try m.delete(db) }
         if unlink(path(of: m)) != 0 && errno != ENOENT {
             throw CoreError.io(path: path(of: m), reason: String(cString: strerror(errno)))

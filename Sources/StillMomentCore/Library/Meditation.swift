@@ -63,6 +63,21 @@ public struct Meditation: Codable, Sendable, Equatable, FetchableRecord, Persist
     }
 }
 
+extension Meditation {
+    /// The text fields a user edits.
+    public enum TextField: String, Sendable { case name, teacher, album }
+
+    /// A name, teacher or album as the one rule for names takes it: 1 to 200 characters
+    /// (an album may be empty or `off`: none). Every front-end that edits one calls this.
+    public static func checked(_ raw: String, _ field: TextField, option: String? = nil) throws(CoreError) -> String? {
+        if field == .album {
+            let t = raw.trimmingWhitespace()
+            if t.isEmpty || t.lowercased() == "off" { return nil }
+        }
+        return try Names.check(raw, option: option ?? field.rawValue, maxLength: 200)
+    }
+}
+
 /// The names the store gives its files: `<UUID>.mp3` or `<UUID>.m4a`, lower case. Only
 /// such names are resolved inside the store's folders, so no row can point elsewhere.
 public enum StoredName {

@@ -5,6 +5,8 @@ import FoundationEssentials
 import GRDB
 
 public struct Preset: Sendable, Equatable, Codable {
+    /// Stable across renames: what schedule entries refer to.
+    public var id: String
     public var name: String
     public var request: TimerRequest
     public var created: Date
@@ -24,14 +26,12 @@ public struct PresetStore: Sendable {
         }
     }
 
-    /// A preset's name: 1 to 60 characters, no control characters, no leading dash.
+    /// A preset's name: 1 to 60 characters (the one rule for names), no leading dash.
     public static func checkName(_ raw: String) throws(CoreError) -> String {
-        let name = raw.trimmingWhitespace()
-        guard !name.isEmpty, name.count <= 60, !name.hasPrefix("-"),
-              !name.unicodeScalars.contains(where: Display.isControl) else {
-            throw CoreError.badValue(option: "", reason: Language.current == .de
-                ? "'\(Display.clean(String(raw.prefix(60))))' ist kein Vorlagenname (1 bis 60 Zeichen, ohne Steuerzeichen)"
-                : "'\(Display.clean(String(raw.prefix(60))))' is not a preset name (1 to 60 characters, no control characters)")
+        let name = try Names.check(raw, option: "", maxLength: 60)
+        guard !name.hasPrefix("-") else {
+            throw CoreError.badValue(option: "", reason: tr("'\(Display.clean(name))' is not a preset name: it cannot start with '-'",
+                                                           "'\(Display.clean(name))' ist kein Vorlagenname: er kann nicht mit '-' beginnen"))
         }
         return name
     }
@@ -47,9 +47,9 @@ public struct PresetStore: Sendable {
         let now = Date().timeIntervalSince1970
         try store.write { db in
             try db.execute(sql: """
-                INSERT INTO preset (name, request, created, updated) VALUES (?, ?, ?, ?)
+                INSERT INTO preset (id, name, request, created, updated) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(name) DO UPDATE SET request = excluded.request, updated = excluded.updated
-                """, arguments: [name, json, now, now])
+                """, arguments: [UUID().uuidString.lowercased(), name, json, now, now])
         }
         guard let saved = try find(name) else { throw CoreError.io(path: store.databasePath, reason: "the preset was not saved") }
         return saved
@@ -65,6 +65,13 @@ public struct PresetStore: Sendable {
         let key = name.trimmingWhitespace()
         return try store.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM preset WHERE name = ?", arguments: [key]).flatMap(Self.preset)
+        }
+    }
+
+    /// The preset with this id (what schedule entries hold), nil when it was deleted.
+    public func find(id: String) throws(CoreError) -> Preset? {
+        try store.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM preset WHERE id = ?", arguments: [id]).flatMap(Self.preset)
         }
     }
 
@@ -90,19 +97,26 @@ public struct PresetStore: Sendable {
         }
     }
 
-    public func delete(_ name: String) throws(CoreError) {
+    /// Deletes a preset; one that schedule entries use only with `force` (they then show
+    /// as broken), else the error names them.
+    public func delete(_ name: String, force: Bool = false) throws(CoreError) {
         let preset = try require(name)
+        let users = try ScheduleStore(store: store).entries(using: preset.id)
+        if !users.isEmpty && !force {
+            throw ScheduleStore.inUse(tr("the preset '\(Display.clean(preset.name))'", "die Vorlage '\(Display.clean(preset.name))'"), by: users)
+        }
+        try ScheduleStore(store: store).keepName(preset.name, of: preset.id, in: users)
         let key = preset.name
         try store.write { db in try db.execute(sql: "DELETE FROM preset WHERE name = ?", arguments: [key]) }
     }
 
     static func preset(_ row: Row) -> Preset? {
-        guard let name = String.fromDatabaseValue(row["name"] ?? .null),
+        guard let id = String.fromDatabaseValue(row["id"] ?? .null), let name = String.fromDatabaseValue(row["name"] ?? .null),
               let json = String.fromDatabaseValue(row["request"] ?? .null),
               let request = try? JSONDecoder().decode(TimerRequest.self, from: Data(json.utf8)) else { return nil }
         let created = Double.fromDatabaseValue(row["created"] ?? .null) ?? 0
         let updated = Double.fromDatabaseValue(row["updated"] ?? .null) ?? created
-        return Preset(name: name, request: request, created: Date(timeIntervalSince1970: created),
+        return Preset(id: id, name: name, request: request, created: Date(timeIntervalSince1970: created),
                       updated: Date(timeIntervalSince1970: updated))
     }
 }

@@ -7,27 +7,38 @@ import GRDB
 /// What a scheduled entry does.
 public enum ScheduleAction: Sendable, Equatable, Codable, CustomStringConvertible {
     /// A sit: a preset, timer options, or both (options override the preset).
-    case timer(preset: String?, request: TimerRequest)
-    /// A guided meditation from the library (an id or a name).
-    case play(meditation: String)
+    case timer(preset: LibraryRef?, request: TimerRequest)
+    /// A guided meditation from the library.
+    case play(meditation: LibraryRef)
     /// A bell only: a sound struck `strikes` times at `volume` (no session, no log entry).
     case bell(sound: String, strikes: Int, volume: Double)
 
+    /// The action as `schedule add` and the timetable file take it (names quoted where
+    /// they need it, so that a timetable reads back exactly).
     public var description: String {
         switch self {
         case .timer(let preset, let request):
             let options = Self.optionText(request)
-            return ([preset.map { "--preset \($0)" }].compactMap { $0 } + [options]).filter { !$0.isEmpty }.joined(separator: " ")
-        case .play(let m): return "--play \(m)"
+            return ([preset.map { "--preset \(ShellWords.quote($0.name))" }].compactMap { $0 } + [options]).filter { !$0.isEmpty }.joined(separator: " ")
+        case .play(let m): return "--play \(ShellWords.quote(m.name))"
         case .bell(let sound, let strikes, let volume):
-            return "--bell \(sound)" + (strikes != 1 ? " --strikes \(strikes)" : "") + (volume != 1 ? " --volume \(volume)" : "")
+            return "--bell \(ShellWords.quote(sound))" + (strikes != 1 ? " --strikes \(strikes)" : "") + (volume != 1 ? " --volume \(volume)" : "")
+        }
+    }
+
+    /// The preset and the meditation the action refers to.
+    public var references: [LibraryRef] {
+        switch self {
+        case .timer(let preset, _): return preset.map { [$0] } ?? []
+        case .play(let m): return [m]
+        case .bell: return []
         }
     }
 
     /// A request as the options one would type (for list, export).
     public static func optionText(_ r: TimerRequest) -> String {
         var parts: [String] = []
-        func add(_ o: TimerOption, _ v: String?) { if let v { parts.append("--\(o.rawValue) \(v.contains(" ") ? "\"\(v)\"" : v)") } }
+        func add(_ o: TimerOption, _ v: String?) { if let v { parts.append("--\(o.rawValue) \(ShellWords.quote(v))") } }
         add(.duration, r.duration.map(TimeText.compact))
         add(.preparation, r.preparation.map { $0 == 0 ? "off" : TimeText.compact($0) })
         add(.gong, r.gong)
@@ -65,6 +76,44 @@ public struct ScheduleEntry: Sendable, Equatable {
     public var lastHandled: Int64
     /// Draws a window's random bells: the same for `upcoming` and for the daemon.
     public var seed: UInt64
+    /// What keeps it from running (its preset or meditation was deleted); nil when it can.
+    public var problem: ScheduleProblem? = nil
+
+    /// The entry as a line of the timetable file (`schedule export`, read back by `import`
+    /// to the same entry). A device is not written: a timetable file never chooses one.
+    public var line: String {
+        var action = self.action
+        if case .timer(let preset, var request) = action {
+            request.device = nil
+            action = .timer(preset: preset, request: request)
+        }
+        return "\(when) \(action)" + (name.map { " --name " + ShellWords.quote($0) } ?? "") + (enabled ? "" : " --disabled")
+    }
+}
+
+/// An entry to add: when, what and its name, its action bound (`ScheduleStore.bind`).
+public struct NewScheduleEntry: Sendable, Equatable {
+    public var when: ScheduleWhen
+    public var action: ScheduleAction
+    public var name: String?
+    public var enabled: Bool
+
+    public init(when: ScheduleWhen, action: ScheduleAction, name: String?, enabled: Bool = true) {
+        self.when = when
+        self.action = action
+        self.name = name
+        self.enabled = enabled
+    }
+
+    /// A timetable file (shared, imported) never chooses the sound device: only the local
+    /// user does, in their settings, presets and own commands.
+    public func checkForTimetable() throws(CoreError) {
+        if case .timer(_, let request) = action, request.device != nil {
+            throw CoreError.badValue(option: "--device", reason: tr(
+                "a timetable file does not choose the sound device; name a preset that does, or add the entry with `schedule add`",
+                "eine Zeitplandatei wählt kein Audiogerät; nenne eine Vorlage, die es tut, oder füge den Eintrag mit `schedule add` hinzu"))
+        }
+    }
 }
 
 public struct ScheduleEvent: Sendable, Equatable, Codable {
@@ -110,32 +159,66 @@ public struct ScheduleStore: Sendable {
 
     // MARK: entries
 
+    /// An entry's name: 1 to 80 characters (the one rule for names).
+    public static func checkName(_ raw: String) throws(CoreError) -> String {
+        try Names.check(raw, option: "--name", maxLength: 80)
+    }
+
+    /// The most entries a schedule holds.
+    public static let maxEntries = 1000
+
     /// Adds an entry at `now` (unix seconds): its occurrences from this very second on are
     /// due (one in the current second rings at once, not never): `lastHandled` is `now - 1`.
     @discardableResult
     public func add(when: ScheduleWhen, action: ScheduleAction, name: String?, now: Int64) throws(CoreError) -> ScheduleEntry {
-        let after = now - 1
-        let whenText = when.description
-        guard let data = try? JSONEncoder().encode(action) else { throw CoreError.io(path: "", reason: "cannot encode the action") }
-        let json = String(decoding: data, as: UTF8.self)
-        let seed = Int64(bitPattern: UInt64.random(in: 0...UInt64.max))
-        let count = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM schedule") ?? 0 }
-        guard count < 1000 else { throw CoreError.badRequest("the schedule holds 1000 entries at most") }
-        let id = try store.write { db -> Int64 in
-            try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created) VALUES (?, ?, ?, 1, ?, ?, ?)",
-                           arguments: [name, whenText, json, after, seed, Date().timeIntervalSince1970])
-            return db.lastInsertedRowID
-        }
-        guard let entry = try find(id) else { throw CoreError.io(path: store.databasePath, reason: "the entry was not saved") }
+        let ids = try add([NewScheduleEntry(when: when, action: action, name: name)], replacing: false, now: now)
+        guard let id = ids.first, let entry = try find(id) else { throw CoreError.io(path: store.databasePath, reason: "the entry was not saved") }
         return entry
     }
 
+    /// Adds entries, after removing every present one when `replacing` (a timetable
+    /// imported with --replace), in one transaction: every limit is checked first, and a
+    /// failure changes nothing. Actions must be bound (`bind`).
+    @discardableResult
+    public func add(_ entries: [NewScheduleEntry], replacing: Bool, now: Int64) throws(CoreError) -> [Int64] {
+        var rows: [(name: String?, when: String, action: String, enabled: Bool, seed: Int64)] = []
+        for e in entries {
+            guard e.action.references.allSatisfy({ $0.id != nil }) else {
+                throw CoreError.badRequest("the entry's preset or meditation is not bound")
+            }
+            guard let data = try? JSONEncoder().encode(e.action) else { throw CoreError.io(path: "", reason: "cannot encode the action") }
+            rows.append((e.name, e.when.description, String(decoding: data, as: UTF8.self), e.enabled,
+                         Int64(bitPattern: UInt64.random(in: 0...UInt64.max))))
+        }
+        let limit = Self.maxEntries, after = now - 1, created = Date().timeIntervalSince1970, added = rows
+        return try store.write { db -> [Int64] in
+            let present = replacing ? 0 : try Int.fetchOne(db, sql: "SELECT count(*) FROM schedule") ?? 0
+            guard present + added.count <= limit else {
+                throw CoreError.badRequest(present == 0
+                    ? tr("the schedule holds \(limit) entries at most (this is \(added.count))",
+                         "der Zeitplan fasst höchstens \(limit) Einträge (das sind \(added.count))")
+                    : tr("the schedule holds \(limit) entries at most (\(present) there and \(added.count) new)",
+                         "der Zeitplan fasst höchstens \(limit) Einträge (\(present) vorhanden und \(added.count) neue)"))
+            }
+            if replacing { try db.execute(sql: "DELETE FROM schedule") }
+            var ids: [Int64] = []
+            for r in added {
+                try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [r.name, r.when, r.action, r.enabled, after, r.seed, created])
+                ids.append(db.lastInsertedRowID)
+            }
+            return ids
+        }
+    }
+
     public func all() throws(CoreError) -> [ScheduleEntry] {
-        try store.read { db in try Row.fetchAll(db, sql: "SELECT * FROM schedule ORDER BY id").compactMap(Self.entry) }
+        try store.read { db in try Self.resolve(try Row.fetchAll(db, sql: "SELECT * FROM schedule ORDER BY id").compactMap(Self.entry), db) }
     }
 
     public func find(_ id: Int64) throws(CoreError) -> ScheduleEntry? {
-        try store.read { db in try Row.fetchOne(db, sql: "SELECT * FROM schedule WHERE id = ?", arguments: [id]).flatMap(Self.entry) }
+        try store.read { db in
+            try Self.resolve(try Row.fetchAll(db, sql: "SELECT * FROM schedule WHERE id = ?", arguments: [id]).compactMap(Self.entry), db).first
+        }
     }
 
     public func require(_ id: String) throws(CoreError) -> ScheduleEntry {
