@@ -129,8 +129,9 @@ public struct HTTPRequest: Sendable, Equatable {
     /// The preferred language from Accept-Language (German when it comes first).
     public var language: Language {
         guard let al = headers["accept-language"] else { return .en }
+        // `;`, `fr,;` or `;,en`: a part may be empty before its `;` (never indexed, only read up to it).
         for part in al.split(separator: ",") {
-            let tag = String(part.split(separator: ";")[0]).trimmingWhitespace().lowercased()
+            let tag = String(part.prefix { $0 != ";" }).trimmingWhitespace().lowercased()
             if tag.hasPrefix("de") { return .de }
             if tag.hasPrefix("en") { return .en }
         }
