@@ -120,6 +120,7 @@ public final class WebAPI {
             }
             json = parsed
         }
+        if let refusal = Self.deviceRefusal(json) { return .respond(refusal) }
         let args: [String: JSON]
         if case .object(let o) = json { args = o } else {
             return .respond(.error(400, "malformed-json", tr("the body is a JSON object", "der Inhalt ist ein JSON-Objekt")))
@@ -159,8 +160,8 @@ public final class WebAPI {
             }
         case ("POST", "play", 1):
             do throws(ProtocolError) {
+                // A `device` never gets here (deviceRefusal above).
                 let play = try PlayRequest(args: args)
-                guard play.device == nil else { return .respond(.error(422, "bad-arguments", tr("the device is the daemon's", "das Gerät ist Sache des Daemons"))) }
                 return .respond(control(.play, play.args, start: true))
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
