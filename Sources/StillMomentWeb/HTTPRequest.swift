@@ -21,6 +21,8 @@ public struct HTTPRequest: Sendable, Equatable {
     /// Header names in lower case; a repeated header's values joined with ", ".
     public var headers: [String: String]
     public var contentLength: Int
+    /// The client's address (set by the server, not read from the head; PeerAddress).
+    public var peer = ""
 
     public static let maxHeadBytes = 8 * 1024
     public static let maxHeaders = 64

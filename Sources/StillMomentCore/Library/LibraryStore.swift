@@ -211,6 +211,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v5-web", migrate: PairingStore.createTables)
         m.registerMigration("v6-seek-index", migrate: createSeekIndexTable)
         m.registerMigration("v7-sound-length", migrate: addSoundLengthColumn)
+        m.registerMigration("v8-web-lockout", migrate: PairingLockout.createTable)
         return m
     }
 
