@@ -1,7 +1,9 @@
 // HTTP/1.1 request heads, parsed strictly: one request per connection, a head of at most
 // 8 KiB, a body only with Content-Length (no chunked bodies, no folded or duplicate length
 // headers: what a request smuggler or a slow reader would use is refused).
-import StillMomentCore
+#if canImport(StillMomentCore)
+import StillMomentCore      // (the fuzz harness compiles Language.swift and TimeText.swift in instead)
+#endif
 
 /// A refusal with its HTTP status; `message` is for people (one line).
 public struct HTTPError: Error, Equatable, Sendable {
