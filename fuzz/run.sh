@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # fuzz/run.sh [SECONDS] [TARGET...] — build the libFuzzer harnesses with swiftc (no package
 # build) and run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
-# Targets: mp4 aac mpeg control time device (default: all). Crash/timeout/OOM inputs go to
+# Targets: mp4 aac mpeg control time device http (default: all). Crash/timeout/OOM inputs go to
 # fuzz/crashes/<target>/; exits non-zero if any target fails to build, crashes, hangs or
 # runs out of memory. `bash fuzz/run.sh 30` is the CI-sized run.
 set -u -o pipefail
 
-all_targets=(mp4 aac mpeg control time device)
+all_targets=(mp4 aac mpeg control time device http)
 usage="usage: fuzz/run.sh [SECONDS] [TARGET...]  (SECONDS a positive integer; targets: ${all_targets[*]})"
 duration=${1:-60}
 case $duration in ''|*[!0-9]*|0) echo "$usage" >&2; exit 2 ;; esac
@@ -101,6 +101,10 @@ build_target() {
         done
         build time "${files[@]}" fuzz/time/main.swift ;;
     device) build device "$src/DeviceName.swift" fuzz/device/main.swift ;;
+    http)
+        # The web app's request reader and the Core files it uses (Language, trimmingWhitespace).
+        build http Sources/StillMomentWeb/HTTPRequest.swift "$(core Language.swift)" "$(core Environment.swift)" \
+            "$(core Display.swift)" "$(core TimeText.swift)" fuzz/http/main.swift ;;
     esac
 }
 

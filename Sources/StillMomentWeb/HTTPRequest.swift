@@ -1,7 +1,9 @@
 // HTTP/1.1 request heads, parsed strictly: one request per connection, a head of at most
 // 8 KiB, a body only with Content-Length (no chunked bodies, no folded or duplicate length
 // headers: what a request smuggler or a slow reader would use is refused).
-import StillMomentCore
+#if canImport(StillMomentCore)
+import StillMomentCore      // (the fuzz harness compiles Language.swift and TimeText.swift in instead)
+#endif
 
 /// A refusal with its HTTP status; `message` is for people (one line).
 public struct HTTPError: Error, Equatable, Sendable {
@@ -21,6 +23,8 @@ public struct HTTPRequest: Sendable, Equatable {
     /// Header names in lower case; a repeated header's values joined with ", ".
     public var headers: [String: String]
     public var contentLength: Int
+    /// The client's address (set by the server, not read from the head; PeerAddress).
+    public var peer = ""
 
     public static let maxHeadBytes = 8 * 1024
     public static let maxHeaders = 64
@@ -129,8 +133,9 @@ public struct HTTPRequest: Sendable, Equatable {
     /// The preferred language from Accept-Language (German when it comes first).
     public var language: Language {
         guard let al = headers["accept-language"] else { return .en }
+        // `;`, `fr,;` or `;,en`: a part may be empty before its `;` (never indexed, only read up to it).
         for part in al.split(separator: ",") {
-            let tag = String(part.split(separator: ";")[0]).trimmingWhitespace().lowercased()
+            let tag = String(part.prefix { $0 != ";" }).trimmingWhitespace().lowercased()
             if tag.hasPrefix("de") { return .de }
             if tag.hasPrefix("en") { return .en }
         }

@@ -15,7 +15,8 @@ enum ImportChild {
         posix_spawn_file_actions_addclose(&actions, fds[0])
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        let args = [exe, "web", "import-upload", "--name", name, "--", path]
+        // Both after `--`: the browser's file name (`-x.mp3`, `--help`) is never an option.
+        let args = [exe, "web", "import-upload", "--", path, name]
         var env = ProcessEnvironment.current.filter { !$0.hasPrefix("LC_ALL=") && !$0.hasPrefix("LC_MESSAGES=") }
         env.append(Language.current == .de ? "LC_ALL=de_DE.UTF-8" : "LC_ALL=C.UTF-8")
         var cArgs = args.map { strdup($0) } + [nil]

@@ -30,11 +30,6 @@ public final class WebAPI {
     let secure: Bool
     static let maxJSONBody = 64 * 1024
     static let cookieName = "sm_token"
-    /// Wrong PINs: five, then a minute's lock-out (for every browser: a PIN is six digits).
-    private var wrongPINs = 0
-    private var lockedUntil = 0.0
-    static let maxWrongPINs = 5
-    static let lockout = 60.0
     private var lastTouched: [Int64: Double] = [:]
 
     public init(store: LibraryStore, secure: Bool, log: Logger) {
@@ -120,6 +115,7 @@ public final class WebAPI {
             }
             json = parsed
         }
+        if let refusal = Self.deviceRefusal(json) { return .respond(refusal) }
         let args: [String: JSON]
         if case .object(let o) = json { args = o } else {
             return .respond(.error(400, "malformed-json", tr("the body is a JSON object", "der Inhalt ist ein JSON-Objekt")))
@@ -159,8 +155,8 @@ public final class WebAPI {
             }
         case ("POST", "play", 1):
             do throws(ProtocolError) {
+                // A `device` never gets here (deviceRefusal above).
                 let play = try PlayRequest(args: args)
-                guard play.device == nil else { return .respond(.error(422, "bad-arguments", tr("the device is the daemon's", "das Gerät ist Sache des Daemons"))) }
                 return .respond(control(.play, play.args, start: true))
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
@@ -194,30 +190,29 @@ public final class WebAPI {
 
     // MARK: pairing
 
+    /// Wrong PINs are counted in the catalog per client address and in all (PairingLockout:
+    /// 5 a minute lock an address, 20 a minute everyone), so a restart forgets none.
     private func pair(_ args: [String: JSON], _ r: HTTPRequest) -> Response {
         let now = Date().timeIntervalSince1970
-        if now < lockedUntil {
-            return Response.error(429, "locked", tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder"))
-                .with(("Retry-After", String(Int(lockedUntil - now) + 1)))
-        }
         let pin = args["pin"]?.string ?? ""
         let name = args["name"]?.string ?? "browser"
+        let address = r.peer.isEmpty ? "?" : r.peer
         do throws(CoreError) {
-            guard let (device, token) = try PairingStore(store: store).redeem(pin: String(pin.prefix(16)), deviceName: String(name.prefix(200)), now: now) else {
-                wrongPINs += 1
-                log.notice("a wrong pairing PIN (\(wrongPINs) of \(Self.maxWrongPINs))")
-                if wrongPINs >= Self.maxWrongPINs {
-                    wrongPINs = 0
-                    lockedUntil = now + Self.lockout
-                    return Response.error(429, "locked", tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder"))
-                        .with(("Retry-After", String(Int(Self.lockout))))
-                }
+            switch try PairingStore(store: store).attempt(pin: String(pin.prefix(16)), deviceName: String(name.prefix(200)), address: address, now: now) {
+            case .locked(let lock):
+                log.notice("pairing from \(address) refused: locked \(lock.everyone ? "for everyone" : "for this address") for \(Int(lock.until - now) + 1) s")
+                let message = lock.everyone
+                    ? tr("too many wrong PINs from this network: try again in a minute", "zu viele falsche PINs aus diesem Netz: in einer Minute wieder")
+                    : tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder")
+                return Response.error(429, "locked", message).with(("Retry-After", String(max(1, Int(lock.until - now) + 1))))
+            case .wrong(let left):
+                log.notice("a wrong pairing PIN from \(address) (\(left) more before a minute's lock)")
                 return .error(403, "wrong-pin", tr("wrong or expired PIN", "falsche oder abgelaufene PIN"))
+            case .paired(let device, let token):
+                log.notice("paired device \(device.id) (\(device.name)) from \(address)")
+                let cookie = "\(Self.cookieName)=\(token); HttpOnly; SameSite=Strict; Path=/; Max-Age=\(10 * 365 * 86400)" + (secure ? "; Secure" : "")
+                return .json(.object(["device": .object(["id": .number(Double(device.id)), "name": .string(device.name)])]), headers: [("Set-Cookie", cookie)])
             }
-            wrongPINs = 0
-            log.notice("paired device \(device.id) (\(device.name))")
-            let cookie = "\(Self.cookieName)=\(token); HttpOnly; SameSite=Strict; Path=/; Max-Age=\(10 * 365 * 86400)" + (secure ? "; Secure" : "")
-            return .json(.object(["device": .object(["id": .number(Double(device.id)), "name": .string(device.name)])]), headers: [("Set-Cookie", cookie)])
         } catch {
             return .error(500, "failed", error.description)
         }

@@ -44,6 +44,8 @@ public final class WebServer {
         }
         let fd: Int32
         let id: Int
+        /// The client's address (PeerAddress: an IPv6 client's /64).
+        let peer: String
         var stage = Stage.head
         var input: [UInt8] = []
         var output: [UInt8] = []
@@ -58,9 +60,10 @@ public final class WebServer {
         var pairedCheckedAt = 0.0
         var handshaken = false
         var tlsWantsWrite = false
-        init(fd: Int32, id: Int, now: Double, headTimeout: Double) {
+        init(fd: Int32, id: Int, peer: String, now: Double, headTimeout: Double) {
             self.fd = fd
             self.id = id
+            self.peer = peer
             deadline = now + headTimeout
             lastSent = now
         }
@@ -220,7 +223,11 @@ public final class WebServer {
 
     private func acceptAll(now: Double) {
         while true {
-            let fd = accept(listenFD, nil, nil)
+            var peer = sockaddr_storage()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listenFD, $0, &peerLength) }
+            }
             if fd < 0 {
                 if errno == EINTR { continue }
                 return
@@ -240,7 +247,7 @@ public final class WebServer {
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let c = Connection(fd: fd, id: nextID, now: now, headTimeout: options.headTimeout)
+            let c = Connection(fd: fd, id: nextID, peer: PeerAddress.of(peer), now: now, headTimeout: options.headTimeout)
             nextID += 1
             if let tls {
                 guard let conn = sm_tls_accept(tls, fd) else {
@@ -342,9 +349,10 @@ public final class WebServer {
                 }
                 return
             }
-            let request: HTTPRequest
+            var request: HTTPRequest
             do throws(HTTPError) {
                 request = try HTTPRequest.parse(head: c.input[..<end])
+                request.peer = c.peer
             } catch {
                 respondAndLinger(c, .error(error.status, "bad-request", error.message), now: now)
                 return

@@ -132,11 +132,13 @@ struct WebCommand: ParsableCommand {
         }
     }
 
-    /// The web app's import of an upload, in a process of its own (see ImportChild).
+    /// The web app's import of an upload, in a process of its own (see ImportChild):
+    /// `web import-upload -- PATH NAME`, both after `--`, so a browser's file name such as
+    /// `-x.mp3` or `--help` is never read as an option.
     struct ImportUpload: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "import-upload", shouldDisplay: false)
-        @Option var name: String
         @Argument var path: String
+        @Argument var name: String
         func run() throws {
             do {
                 let r = WebAPI.importFile(store: try openStore(), path: path, name: name)

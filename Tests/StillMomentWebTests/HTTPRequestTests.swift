@@ -21,6 +21,30 @@ struct HTTPRequestTests {
         #expect(r.contentLength == 0)
     }
 
+    @Test("Accept-Language with empty parts (`;`, `;;`, `fr,;`, `;,en`) is read, never trapped on",
+          arguments: [
+            (";", Language.en), (";;", .en), ("fr,;", .en), (";,en", .en), (";,de", .de), (",", .en), (";q=1", .en),
+            ("fr,;,de-AT;q=0.5", .de), ("", .en), ("  ;  ,  ;de", .en), ("de;", .de),
+          ])
+    func emptyLanguageParts(value: String, expected: Language) throws {
+        let r = try parse("GET / HTTP/1.1\r\nAccept-Language: \(value)\r\n\r\n")
+        #expect(r.language == expected, "\(value.debugDescription)")
+    }
+
+    @Test("cookies with empty, nameless or valueless parts are read, never trapped on")
+    func oddCookies() throws {
+        for value in [";", ";;", "=", "sm_token", "sm_token=", ";sm_token=a;", "=;=", "a=1;;sm_token=b"] {
+            let r = try parse("GET / HTTP/1.1\r\nCookie: \(value)\r\n\r\n")
+            let expected: String? = switch value {
+            case "sm_token=": ""
+            case ";sm_token=a;": "a"
+            case "a=1;;sm_token=b": "b"
+            default: nil
+            }
+            #expect(r.cookie("sm_token") == expected, "\(value.debugDescription)")
+        }
+    }
+
     @Test("the head's end is found only when all of it is there")
     func headEnd() {
         #expect(HTTPRequest.headEnd(Array("GET / HTTP/1.1\r\nHost: x\r\n".utf8)) == nil)

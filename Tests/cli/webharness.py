@@ -172,7 +172,8 @@ def start_web(*extra):
         sys.exit("the web server did not start: " + f.read())
 
 
-def request(port, method, path, body=None, headers=None, token=None, origin=True):
+def request(port, method, path, body=None, headers=None, token=None, origin=True, source=None):
+    """One request; `source` binds the client to that local address (127.0.0.x: another client)."""
     h = dict(headers or {})
     if origin is True:
         h["Origin"] = f"http://127.0.0.1:{port}"
@@ -184,7 +185,7 @@ def request(port, method, path, body=None, headers=None, token=None, origin=True
     if body is not None:
         data = json.dumps(body).encode() if not isinstance(body, bytes) else body
         h.setdefault("Content-Type", "application/json")
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0) if source else None)
     c.request(method, path, body=data, headers=h)
     r = c.getresponse()
     raw = r.read()

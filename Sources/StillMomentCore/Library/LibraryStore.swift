@@ -212,6 +212,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v6-seek-index", migrate: createSeekIndexTable)
         m.registerMigration("v7-sound-length", migrate: addSoundLengthColumn)
         m.registerMigration("v8-schedule-references", migrate: ScheduleStore.addReferences)
+        m.registerMigration("v9-web-lockout", migrate: PairingLockout.createTable)
         return m
     }
 

@@ -45,23 +45,61 @@ public struct PairingStore: Sendable {
     }
 
     /// Exchanges a valid PIN for a new device and its token (nil: wrong or expired PIN).
+    /// Counts nothing: the web app pairs through `attempt`, which also keeps the lockout.
     public func redeem(pin: String, deviceName: String, now: Double) throws(CoreError) -> (device: WebDevice, token: String)? {
-        guard pin.utf8.count == 6, pin.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let ticket = Self.ticket(pin: pin, deviceName: deviceName)
+        let device: WebDevice? = try store.write { db in try Self.redeem(db, ticket, now: now) }
+        return device.map { ($0, ticket.token) }
+    }
+
+    /// What a pairing attempt from the web came to.
+    public enum Attempt: Sendable, Equatable {
+        case paired(WebDevice, token: String)
+        /// A wrong or expired PIN; `left`: wrong PINs this address may still send before its lock.
+        case wrong(left: Int)
+        /// Refused unread (or locked by this very failure): too many wrong PINs (PairingLockout).
+        case locked(PairingLockout.Lock)
+    }
+
+    /// A pairing attempt from `address` (the client's address; an IPv6 client's /64): refused
+    /// while that address or everyone is locked out, else the PIN redeemed, a wrong one counted.
+    /// One transaction: what it counts is on disk before the answer goes out.
+    public func attempt(pin: String, deviceName: String, address: String, now: Double) throws(CoreError) -> Attempt {
+        let ticket = Self.ticket(pin: pin, deviceName: deviceName)
+        return try store.write { db -> Attempt in
+            if let lock = try PairingLockout.lock(db, address: address, now: now) { return .locked(lock) }
+            if let device = try Self.redeem(db, ticket, now: now) { return .paired(device, token: ticket.token) }
+            try PairingLockout.recordFailure(db, address: address, now: now)
+            if let lock = try PairingLockout.lock(db, address: address, now: now) { return .locked(lock) }
+            return .wrong(left: try PairingLockout.triesLeft(db, address: address, now: now))
+        }
+    }
+
+    /// A PIN's digest, the token a redeemed PIN buys (and its digest), the device's name.
+    private struct Ticket: Sendable {
+        var pin: String
+        var digest: String
+        var token: String
+        var tokenDigest: String
+        var name: String
+    }
+
+    private static func ticket(pin: String, deviceName: String) -> Ticket {
         var rng = SystemRandomNumberGenerator()
         let token = (0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }
             .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-        let digest = SHA256.hex("pin:" + pin)
-        let tokenDigest = SHA256.hex("token:" + token)
-        let name = Self.cleanName(deviceName)
-        let device: WebDevice? = try store.write { db in
-            try db.execute(sql: "DELETE FROM webPin WHERE expires < ?", arguments: [now])
-            guard try Row.fetchOne(db, sql: "SELECT 1 FROM webPin WHERE digest = ?", arguments: [digest]) != nil else { return nil }
-            try db.execute(sql: "DELETE FROM webPin WHERE digest = ?", arguments: [digest])
-            try db.execute(sql: "INSERT INTO webDevice (name, tokenDigest, created, lastSeen) VALUES (?, ?, ?, ?)",
-                           arguments: [name, tokenDigest, now, now])
-            return WebDevice(id: db.lastInsertedRowID, name: name, created: now, lastSeen: now)
-        }
-        return device.map { ($0, token) }
+        return Ticket(pin: pin, digest: SHA256.hex("pin:" + pin), token: token, tokenDigest: SHA256.hex("token:" + token), name: cleanName(deviceName))
+    }
+
+    /// The device a valid, unexpired PIN makes (the PIN used up); nil for any other PIN.
+    private static func redeem(_ db: Database, _ t: Ticket, now: Double) throws -> WebDevice? {
+        guard t.pin.utf8.count == 6, t.pin.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        try db.execute(sql: "DELETE FROM webPin WHERE expires < ?", arguments: [now])
+        guard try Row.fetchOne(db, sql: "SELECT 1 FROM webPin WHERE digest = ?", arguments: [t.digest]) != nil else { return nil }
+        try db.execute(sql: "DELETE FROM webPin WHERE digest = ?", arguments: [t.digest])
+        try db.execute(sql: "INSERT INTO webDevice (name, tokenDigest, created, lastSeen) VALUES (?, ?, ?, ?)",
+                       arguments: [t.name, t.tokenDigest, now, now])
+        return WebDevice(id: db.lastInsertedRowID, name: t.name, created: now, lastSeen: now)
     }
 
     /// The device a token belongs to (nil: unknown or revoked).
