@@ -42,7 +42,10 @@ struct HistoryCommand: ParsableCommand {
             }
             let de = Language.current == .de
             if entries.isEmpty {
-                Console.out(de ? "noch nichts im Übungsprotokoll" : "nothing in the practice log yet")
+                let empty: Bool
+                do { empty = try PracticeLog(store: store).isEmpty() } catch { throw Console.fail(error) }
+                Console.out(empty || (since == nil && until == nil) ? tr("nothing in the practice log yet", "noch nichts im Übungsprotokoll")
+                                                                    : PracticeText.nothingBetween(since, until))
                 return
             }
             for e in entries {
@@ -163,6 +166,16 @@ enum PracticeText {
         let minutes = ms / 60_000
         if minutes == 0 && ms > 0 { return "\(ms / 1000) s" }
         return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min"
+    }
+
+    /// What `history` says when the log has entries but none in the range asked.
+    static func nothingBetween(_ since: CivilDate?, _ until: CivilDate?) -> String {
+        switch (since, until) {
+        case let (s?, u?): tr("nothing in the practice log from \(s) to \(u)", "nichts im Übungsprotokoll vom \(s) bis \(u)")
+        case let (s?, nil): tr("nothing in the practice log from \(s) on", "nichts im Übungsprotokoll ab \(s)")
+        case let (nil, u?): tr("nothing in the practice log up to \(u)", "nichts im Übungsprotokoll bis \(u)")
+        case (nil, nil): tr("nothing in the practice log yet", "noch nichts im Übungsprotokoll")
+        }
     }
 
     static func reason(_ r: String) -> String {

@@ -117,6 +117,13 @@ public struct PracticeLog: Sendable {
         return list
     }
 
+    /// Whether the log holds no ended entry at all.
+    public func isEmpty() throws(CoreError) -> Bool {
+        try store.read { db in
+            try Bool.fetchOne(db, sql: "SELECT NOT EXISTS (SELECT 1 FROM practice WHERE endReason IS NOT NULL)") ?? true
+        }
+    }
+
     static func entry(_ row: Row) -> PracticeEntry? {
         func text(_ c: String) -> String? { String.fromDatabaseValue(row[c] ?? .null) }
         func int(_ c: String) -> Int64? { Int64.fromDatabaseValue(row[c] ?? .null) }
