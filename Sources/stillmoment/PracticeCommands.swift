@@ -27,30 +27,35 @@ struct HistoryCommand: ParsableCommand {
                 throw Console.fail(CoreError.badValue(option: "--limit", reason: tr("\(limit) is not from 1 to 1000000", "\(limit) liegt nicht zwischen 1 und 1000000")))
             }
             let store = try openStore()
-            let entries: [PracticeEntry]
-            do { entries = try PracticeLog(store: store).entries(since: since, until: until, limit: limit) } catch {
+            let log = PracticeLog(store: store)
+            let de = Language.current == .de
+            // Streamed: one row at a time from SQLite to standard output.
+            var out = OutputBuffer()
+            var count = 0
+            do {
+                if csv { out.add(PracticeExport.csvHeader) } else if json { out.add("[") }
+                try log.forEach(since: since, until: until, limit: limit) { e in
+                    if csv {
+                        out.add(PracticeExport.csvLine(e))
+                    } else if json {
+                        out.add((count == 0 ? "" : ",") + Display.clean(jsonText(PracticeExport.json(e))))
+                    } else {
+                        let heard = TimeText.clock(e.heardMilliseconds), planned = TimeText.clock(e.plannedMilliseconds)
+                        out.add(Display.cleanLines("\(e.id.prefix(8))  \(PracticeText.when(e.start))  \(heard) / \(planned)  \(PracticeText.reason(e.endReason))  \(e.name)\(e.teacher.map { " – \($0)" } ?? "")\(e.scheduled ? (de ? "  (geplant)" : "  (scheduled)") : "")") + "\n")
+                    }
+                    count += 1
+                }
+                if json { out.add("]\n") }
+                out.flush()
+            } catch {
+                out.flush()
                 throw Console.fail(error)
             }
-            if csv {
-                var text = PracticeExport.csv(entries)
-                text.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
-                return
-            }
-            if json {
-                Console.out(jsonText(PracticeExport.json(entries)))
-                return
-            }
-            let de = Language.current == .de
-            if entries.isEmpty {
+            if count == 0 && !csv && !json {
                 let empty: Bool
-                do { empty = try PracticeLog(store: store).isEmpty() } catch { throw Console.fail(error) }
+                do { empty = try log.isEmpty() } catch { throw Console.fail(error) }
                 Console.out(empty || (since == nil && until == nil) ? tr("nothing in the practice log yet", "noch nichts im Übungsprotokoll")
                                                                     : PracticeText.nothingBetween(since, until))
-                return
-            }
-            for e in entries {
-                let heard = TimeText.clock(e.heardMilliseconds), planned = TimeText.clock(e.plannedMilliseconds)
-                Console.out("\(e.id.prefix(8))  \(PracticeText.when(e.start))  \(heard) / \(planned)  \(PracticeText.reason(e.endReason))  \(e.name)\(e.teacher.map { " – \($0)" } ?? "")\(e.scheduled ? (de ? "  (geplant)" : "  (scheduled)") : "")")
             }
         }
     }
@@ -64,7 +69,7 @@ struct HistoryCommand: ParsableCommand {
             do throws(CoreError) {
                 let log = PracticeLog(store: store)
                 let key = id.lowercased()
-                let matches = try log.entries().filter { $0.id.hasPrefix(key) }
+                let matches = try log.entries(idPrefix: key)
                 guard matches.count == 1, !key.isEmpty, let entry = matches.first else {
                     throw matches.isEmpty ? CoreError.badValue(option: "", reason: tr("no entry '\(id)' in the practice log", "kein Eintrag '\(id)' im Übungsprotokoll"))
                                           : CoreError.ambiguous(key: id, matches: matches.map { String($0.id.prefix(8)) })
@@ -119,9 +124,8 @@ struct StatsCommand: ParsableCommand {
 
     func run() throws {
         let store = try openStore()
-        let entries: [PracticeEntry]
-        do { entries = try PracticeLog(store: store).entries() } catch { throw Console.fail(error) }
-        let s = PracticeStats(entries, today: LocalTime.now().date)
+        let s: PracticeStats
+        do { s = try PracticeLog(store: store).stats(today: LocalTime.now().date) } catch { throw Console.fail(error) }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
