@@ -6,7 +6,9 @@ nowhere; a sit whose daemon was killed is closed at the next start with what was
 the CSV export round-trips through `history import`; names from file tags cannot become
 spreadsheet formulas in the CSV, and still round-trip exactly; imports refuse what is not
 ours (a `scheduled` that is not true/false, the year 0000) whole, naming the line or
-record; `history --since` past the last entry says so, not that the log is empty.
+record; `history --since` past the last entry says so, not that the log is empty; a log
+of 100,000 entries answers `history --limit 5` and `stats` in well under a second without
+growing the process (rows read by SQL pages and totals, not all loaded).
 
 Run from the repository root: python3 Tests/cli/practice-tests.py (BIN overrides the
 binary). Prints ok:/FAILED: lines and "N passed, N failed"; exits 1 on failure. Every
@@ -186,7 +188,70 @@ def strict_import_cases():
         c.close()
 
 
+# Runs a command from a fresh, small Python (so the peak RSS the kernel reports for it is
+# not this test's own, which a child inherits until exec): prints "status maxrss-KB".
+MEASURE = """import os, sys
+pid = os.fork()
+if pid == 0:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def peak_rss(c, *args):
+    """Wall seconds, peak RSS (KB), exit status and standard output of one run."""
+    out_path = c.dir + "/measured.out"
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", MEASURE, out_path, BIN, *args], env=c.env, capture_output=True, timeout=300)
+    wall = time.perf_counter() - t0
+    rc, rss = (int(x) for x in p.stdout.split())
+    with open(out_path, encoding="utf-8") as f:
+        return wall, rss, rc, f.read()
+
+
+def large_log_cases(n=100_000):
+    """A log of n entries written straight into the app's table: pages and numbers by SQL."""
+    import random
+    import sqlite3
+    c, empty = Case(), Case()
+    try:
+        c.run("history")                       # the store, migrated
+        r = random.Random(5)
+        now = int(time.time())
+        rows = [(f"{r.getrandbits(32):08x}-0000-4000-8000-{i:012d}", "timer", "sit", None, r.choice(["T", None]),
+                 r.choice(["morning", None]), now - (n - i) * 600, 3600, 600_000, 60_000 * (1 + i % 30), None, "completed", 0)
+                for i in range(n)]
+        with sqlite3.connect(c.dir + "/home/library.sqlite") as db:
+            db.executemany("INSERT INTO practice VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        last, total, morning = rows[-1][0], sum(row[9] for row in rows), sum(1 for row in rows if row[5])
+        del rows
+        empty.run("history")
+        base = min(peak_rss(empty, "stats")[1] for _ in range(2))
+        wall, rss, rc, out = min(peak_rss(c, "history", "--limit", "5") for _ in range(2))
+        lines = out.strip().splitlines()
+        check(rc == 0 and len(lines) == 5 and lines[-1].startswith(last[:8]) and wall < 1.0 and rss - base < 10_000,
+              f"history --limit 5 of {n:,} entries: the last 5, in {wall * 1000:.0f} ms, RSS {rss / 1024:.1f} MB "
+              f"({(rss - base) / 1024:+.1f} MB over an empty log)")
+        wall, rss, rc, out = min(peak_rss(c, "stats", "--json") for _ in range(2))
+        s = json.loads(out) if rc == 0 else {}
+        check(rc == 0 and s.get("all") == {"sits": n, "milliseconds": total} and s.get("longestMilliseconds") == 30 * 60_000
+              and s.get("byPreset", {}).get("morning", {}).get("sits") == morning and wall < 1.0
+              and rss - base < 10_000,
+              f"stats of {n:,} entries: every sit counted, in {wall * 1000:.0f} ms, RSS {rss / 1024:.1f} MB "
+              f"({(rss - base) / 1024:+.1f} MB over an empty log)")
+        wall, rss, rc, out = peak_rss(c, "history", "--json")
+        check(rc == 0 and len(json.loads(out)) == n and rss - base < 20_000,
+              f"history --json of {n:,} entries is streamed: RSS {rss / 1024:.1f} MB ({(rss - base) / 1024:+.1f} MB), {wall:.1f} s")
+    finally:
+        c.close()
+        empty.close()
+
+
 def main():
+    large_log_cases()
     formula_cases()
     strict_import_cases()
     if os.environ.get("ONLY_NEW"):
