@@ -9,6 +9,7 @@ extension WebAPI {
         switch error.category {
         case .badInput:
             if case .notFound = error { return .error(404, "not-found", error.description) }
+            if case .inUse = error { return .error(409, "in-use", error.description) }
             return .error(422, "bad-arguments", error.description)
         default:
             if case .noSpace = error { return .error(507, "no-space", error.description) }
@@ -49,11 +50,13 @@ extension WebAPI {
             for (key, value) in args {
                 switch (key, value) {
                 case ("name", .string(let s)), ("teacher", .string(let s)), ("album", .string(let s)):
-                    let t = s.trimmingWhitespace()
-                    guard t.count <= 200, !t.unicodeScalars.contains(where: Display.isControl), key == "album" || !t.isEmpty else {
-                        throw CoreError.badValue(option: key, reason: tr("1 to 200 characters, no control characters", "1 bis 200 Zeichen, ohne Steuerzeichen"))
+                    let field = Meditation.TextField(rawValue: key) ?? .album
+                    let t = try Meditation.checked(s, field)
+                    switch field {
+                    case .name: m.name = t ?? m.name
+                    case .teacher: m.teacher = t ?? m.teacher
+                    case .album: m.album = t
                     }
-                    if key == "name" { m.name = t } else if key == "teacher" { m.teacher = t } else { m.album = t.isEmpty ? nil : t }
                 case ("startGong", .null), ("endGong", .null):
                     if key == "startGong" { m.startGong = nil } else { m.endGong = nil }
                 case ("startGong", .string(let s)), ("endGong", .string(let s)):
@@ -82,11 +85,13 @@ extension WebAPI {
         }
     }
 
-    func delete(_ id: String) -> Response {
+    /// Deletes a meditation; one that schedule entries play only with `force` (409 `in-use`
+    /// otherwise, naming them: the page asks and sends force).
+    func delete(_ id: String, force: Bool) -> Response {
         do throws(CoreError) {
             let m = try store.find(id)
             guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: "") }
-            try store.delete(m)
+            try store.delete(m, force: force)
             log.notice("deleted meditation \(m.id) (\(Display.clean(m.name)))")
             return .json(.object(["deleted": .string(m.id)]))
         } catch {

@@ -163,7 +163,7 @@ public final class WebAPI {
             }
         case ("GET", "meditations", 1): return .respond(meditations())
         case ("POST", "meditations", 2): return .respond(edit(parts[1], args))
-        case ("DELETE", "meditations", 2): return .respond(delete(parts[1]))
+        case ("DELETE", "meditations", 2): return .respond(delete(parts[1], force: r.query["force"] == "1"))
         case ("PUT", "import", 1):
             guard let upload else { return .respond(.error(400, "empty", tr("no file came with the upload", "mit dem Hochladen kam keine Datei"))) }
             return .background(importJob(upload))

@@ -165,6 +165,19 @@ def main():
         check(rc == 0 and json.loads(out2)["album"] == "Morning", "edit --album sets the album")
         rc, out, err = c.run("play", mid, "--from", "9:00", "--foreground", "--device", "null")
         check(one_line_error(rc, out, err) and "past the end" in err, f"play --from past the end is refused ({err.strip()[:100]})")
+        # Text-direction characters (U+202E shows what follows reversed) from a tag are not
+        # printed; a tab or one of them in a name one gives is refused.
+        bidi = c.dir + "/bidi.mp3"
+        subprocess.run(["lame", "--quiet", "--tt", "evil\u202egpj.exe\u2066x\u2069", "--ta", "T\u200f", wav, bidi], check=True)
+        rc, out, err = c.run("import", bidi)
+        rc2, listed, _ = c.run("list")
+        check(rc == 0 and rc2 == 0 and "evilgpj.exe" in listed and not any(ch in out + err + listed for ch in "\u202e\u2066\u2069\u200f"),
+              f"a title with text-direction characters imports and prints without them ({listed.strip()[-60:]!r})")
+        for args in (["preset", "save", "a\tb", "20m"], ["preset", "save", "a\u202eb", "20m"],
+                     ["schedule", "add", "daily 06:00", "--bell", "temple-bell", "--name", "a\tb"],
+                     ["edit", mid[:8], "--name", "a\tb"], ["edit", mid[:8], "--teacher", "x\u202ey"]):
+            rc, out, err = c.run(*args)
+            check(one_line_error(rc, out, err) and "name" in err, f"`{' '.join(args[:2])}` with a tab or U+202E in a name is refused ({err.strip()[:90]!r})")
         raw = os.fsencode(c.dir) + b"/caf\xe9 talk.mp3"
         shutil.copy(hostile, raw)
         p = subprocess.run([os.fsencode(BIN), b"import", raw], env=c.env, capture_output=True)

@@ -134,6 +134,22 @@ def hardening():
     imported = all(st == 200 and isinstance(b, dict) and b.get("outcome") == "imported" for st, b in outcomes)
     check(imported and [b["meditation"]["file"] for _, b in outcomes] == ["-x.mp3", "--help"],
           f"uploads named '-x.mp3' and '--help' are imported ({[(st, b.get('outcome') if isinstance(b, dict) else b[:80]) for st, b in outcomes]})")
+    if imported:
+        # The same rules as the CLI's, from Core: a tab or U+202E in a name is refused; a
+        # meditation a schedule entry plays is deleted only with force (409 in-use first).
+        mid = outcomes[0][1]["meditation"]["id"]
+        names = [request(port, "POST", "/api/meditations/" + mid, {"name": bad}, token=token)[0] for bad in ("a\tb", "a\u202eb")]
+        r = sm("schedule", "add", "daily 06:00", "--play", mid, "--name", "Dash at six")
+        first, _, body = request(port, "DELETE", "/api/meditations/" + mid, token=token)
+        forced, _, _ = request(port, "DELETE", "/api/meditations/" + mid + "?force=1", token=token)
+        listing = sm("schedule", "list")
+        outcomes = outcomes[1:]
+        check(names == [422, 422] and r.returncode == 0 and first == 409 and body["error"]["code"] == "in-use"
+              and "Dash at six" in body["error"]["message"] and forced == 200 and "broken" in listing.stdout,
+              f"web: a tab or U+202E in a name is refused ({names}); a meditation the schedule plays: 409 in-use naming the entry, "
+              f"then deleted with force and the entry shown broken ({first}, {forced})")
+        for e in json.loads(sm("schedule", "list", "--json").stdout)["entries"]:
+            sm("schedule", "remove", str(e["id"]))
     if imported:    # gone again: the library tests below start from an empty store
         for _, b in outcomes:
             request(port, "DELETE", "/api/meditations/" + b["meditation"]["id"], token=token)

@@ -21,6 +21,7 @@ const TEXT = {
     play: 'Play', preview: 'Preview', resumeAt: 'Resume at', details: 'Gongs and trim', startGong: 'Start gong', endGong: 'End gong',
     off: 'off', trimStart: 'Start at (m:ss)', trimEnd: 'End at (m:ss)', save: 'Save', saved: 'Saved.', del: 'Delete',
     confirmDelete: 'Delete “{name}” from the library? The stored copy is removed.', deleted: 'Deleted.',
+    deleteAnyway: 'Delete it anyway? Those entries will not ring until you change them.',
     empty: 'The library is empty: add a file below.', noMatch: 'Nothing matches “{q}”.', uploading: 'Uploading {name}…',
     analysing: 'Analysing {name}…', imported: '{name}: added', duplicate: '{name}: already in the library', replaced: '{name}: replaced a damaged copy',
     failed: '{name}: {message}', offline: 'Offline: reconnecting…', daemonDown: 'The player is not running; starting a sit starts it.',
@@ -46,6 +47,7 @@ const TEXT = {
     play: 'Abspielen', preview: 'Vorhören', resumeAt: 'Fortsetzen bei', details: 'Gongs und Zuschnitt', startGong: 'Startgong', endGong: 'Endgong',
     off: 'aus', trimStart: 'Beginn bei (m:ss)', trimEnd: 'Ende bei (m:ss)', save: 'Speichern', saved: 'Gespeichert.', del: 'Löschen',
     confirmDelete: '„{name}“ aus der Bibliothek löschen? Die gespeicherte Kopie wird entfernt.', deleted: 'Gelöscht.',
+    deleteAnyway: 'Trotzdem löschen? Diese Einträge läuten nicht, bis du sie änderst.',
     empty: 'Die Bibliothek ist leer: unten eine Datei hinzufügen.', noMatch: 'Nichts passt zu „{q}“.', uploading: '{name} wird hochgeladen…',
     analysing: '{name} wird analysiert…', imported: '{name}: hinzugefügt', duplicate: '{name}: schon in der Bibliothek', replaced: '{name}: ersetzt eine beschädigte Kopie',
     failed: '{name}: {message}', offline: 'Offline: verbinde neu…', daemonDown: 'Der Player läuft nicht; eine neue Sitzung startet ihn.',
@@ -320,7 +322,12 @@ function item(m) {
   };
   const del = async () => {
     if (!window.confirm(t('confirmDelete', { name: m.name }))) return;
-    try { await api('DELETE', '/api/meditations/' + encodeURIComponent(m.id)); loadLibrary(); } catch (e) { msg.textContent = e.message; }
+    const path = '/api/meditations/' + encodeURIComponent(m.id);
+    try { await api('DELETE', path); loadLibrary(); } catch (e) {
+      // Used by the schedule: the server names the entries; delete anyway only when asked again.
+      if (e.status !== 409 || !window.confirm(e.message + '\n\n' + t('deleteAnyway'))) { msg.textContent = e.message; return; }
+      try { await api('DELETE', path + '?force=1'); loadLibrary(); } catch (e2) { msg.textContent = e2.message; }
+    }
   };
   const details = el('details', {}, el('summary', {}, t('details')),
     el('form', { on: { submit: (ev) => { ev.preventDefault(); save(); } } },
