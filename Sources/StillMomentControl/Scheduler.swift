@@ -150,7 +150,7 @@ final class Scheduler {
                 return
             }
             do {
-                _ = try host.ringBell(sound: sound, strikes: strikes, volume: volume)
+                opening[try host.ringBell(sound: sound, strikes: strikes, volume: volume)] = (entry.id, at)
                 record(entry.id, at: at, "ran", manual ? "rung now" : Self.lateness(at))
             } catch {
                 record(entry.id, at: at, "failed", error.message)
@@ -168,8 +168,8 @@ final class Scheduler {
     private func start(_ entry: ScheduleEntry, at: Int64, host: SessionService, manual: Bool) {
         do {
             switch entry.action {
-            case .timer(let preset, let request): _ = try host.startScheduledTimer(preset: preset, request: request)
-            case .play(let meditation): _ = try host.startScheduledPlay(meditation: meditation)
+            case .timer(let preset, let request): opening[try host.startScheduledTimer(preset: preset, request: request)] = (entry.id, at)
+            case .play(let meditation): opening[try host.startScheduledPlay(meditation: meditation)] = (entry.id, at)
             case .bell: return
             }
             record(entry.id, at: at, "ran", manual ? "rung now" : Self.lateness(at))
@@ -200,6 +200,17 @@ final class Scheduler {
 
     private func handled(_ id: Int64, _ at: Int64) {
         do { try schedules.handled(id, at: at) } catch { log.error("cannot update the schedule: \(error.description)") }
+    }
+
+    /// Sessions this schedule started that have not opened the device yet: their entry
+    /// and occurrence, so that a failure to open is recorded against the entry.
+    private var opening: [Int: (entry: Int64, at: Int64)] = [:]
+
+    /// The service's word on a session it opened on the device worker.
+    func sessionOpened(_ id: Int) { opening[id] = nil }
+    func sessionFailed(_ id: Int, _ message: String) {
+        guard let o = opening.removeValue(forKey: id) else { return }
+        record(o.entry, at: o.at, "failed", message)
     }
 
     /// The outcome last recorded (for ring-now, which says what became of the entry).

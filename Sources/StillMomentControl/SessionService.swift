@@ -49,7 +49,15 @@ public final class SessionService {
         let source: SessionSource
         var cancelled: EndReason?
         let meditation: Status.MeditationRef?
+        /// Where a guided meditation starts in its file (ms) and its length: what the
+        /// answer to a play or a resume says while the device opens.
+        let position: Int64?
+        let duration: Int64?
+        /// The part of the file a seek may go to (the trim range).
+        let range: ClosedRange<Int64>?
         var paused = false
+        /// Where a seek asked while it opens goes (ms in the file): carried out once it plays.
+        var seekTarget: Int64?
     }
     /// A guided meditation paused by a timer: the meditation, the file position, the device.
     private(set) var suspended: (meditation: Meditation, position: Int64, device: DeviceName)?
@@ -221,6 +229,18 @@ public final class SessionService {
     /// not believed).
     func seek(_ request: SeekRequest, receivedAt: UInt64? = nil) throws(ProtocolError) -> Status {
         defer { reap() }
+        // Asked while the device opens: kept, and carried out once it plays (as a pause is).
+        if active == nil, let st = starting, st.cancelled == nil, let range = st.range, let from = st.position {
+            let now = st.seekTarget ?? from
+            let target: Int64
+            switch request.target {
+            case .by(let ms): target = min(max(range.lowerBound, now + ms), range.upperBound)
+            case .to(let ms): target = min(max(range.lowerBound, ms), range.upperBound)
+            }
+            starting?.seekTarget = target
+            log.info("session \(st.id) will seek to \(target) ms once it plays (from \(now) ms)")
+            return status()
+        }
         let s = try playing()
         guard let g = s.guided else {
             throw ProtocolError(.badArguments, tr("a timer keeps its time; seek works on guided meditations",
@@ -406,13 +426,14 @@ public final class SessionService {
         let catalog: SoundCatalog
         do { catalog = try SoundCatalog.withCustomSounds(store: store) } catch { throw ProtocolError(error) }
         let store = self.store, practice = self.practice, output = SessionOutput.device(standby.device(device))
-        let id = try launch(source, meditation: m) { id throws(CoreError) in
+        let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
+        let window = min(10_000, trimEnd - trimStart)
+        let previewFrom = (trimEnd - trimStart) / 2 - window / 2
+        let id = try launch(source, meditation: m, from: trimStart + (preview ? previewFrom : from)) { id throws(CoreError) in
             let session: GuidedSession
             if preview {
-                let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
-                let window = min(10_000, trimEnd - trimStart)
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
-                                            from: (trimEnd - trimStart) / 2 - window / 2, window: window)
+                                            from: previewFrom, window: window)
             } else {
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
                                             preparation: preparation, from: from)
@@ -427,11 +448,12 @@ public final class SessionService {
 
     /// Takes the device for a new session made by `make` (which opens the device and
     /// starts it). The session playing now ends first: a session of the same kind is
-    /// replaced, another kind preempted (a guided meditation is kept to be resumed). When
-    /// the device is free the session starts here and a failure is the request's; when
-    /// another has to fade out first, it starts on the worker after it, and the answer
-    /// says `starting` (a failure then is an `ended` event).
-    private func launch(_ source: SessionSource, meditation: Meditation? = nil,
+    /// replaced, another kind preempted (a guided meditation is kept to be resumed). The
+    /// session is opened on the device worker, after whatever it is doing (the fade of the
+    /// one before), never on the caller's thread: a device that takes seconds to open
+    /// delays nobody's answer. The answer says `starting`; a failure to open is an `ended`
+    /// event with the device's code.
+    private func launch(_ source: SessionSource, meditation: Meditation? = nil, from: Int64 = 0,
                         _ make: @escaping @Sendable (Int) throws(CoreError) -> HostedSession) throws(ProtocolError) -> Int {
         reap()               // a session that just ended is over, not replaced or preempted
         let id = nextID
@@ -441,17 +463,9 @@ public final class SessionService {
         }
         if let s = active { retire(s, for: source) }
         coordinator.request(source.audioSource) { _ in }
-        if !worker.isBusy && starting == nil {
-            do throws(CoreError) {
-                let hosted = try make(id)
-                begin(hosted)
-                return id
-            } catch {
-                coordinator.release(source.audioSource)
-                throw ProtocolError(error)
-            }
-        }
-        starting = Starting(id: id, source: source, meditation: meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) })
+        starting = Starting(id: id, source: source, meditation: meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) },
+                            position: meditation.map { _ in from }, duration: meditation?.durationMilliseconds,
+                            range: meditation.map { m in (m.trimStart ?? 0)...max(m.trimStart ?? 0, m.trimEnd ?? m.durationMilliseconds) })
         slot.want(id)
         let language = Language.current
         let slot = self.slot
@@ -540,10 +554,18 @@ public final class SessionService {
             switch completion {
             case .started(let h):
                 slot.adopt(h)
+                scheduler.sessionOpened(h.id)
                 if let s = starting, s.id == h.id, s.cancelled == nil {
                     starting = nil
                     if s.paused, !h.paused.exchange(true, ordering: .acquiringAndReleasing) {
                         h.command(on: worker, "pause") { h.session.pause() }
+                    }
+                    if let target = s.seekTarget, let g = h.guided {
+                        h.seekTarget.withLock { $0 = target }
+                        h.command(on: worker, "seek") {
+                            g.seek(toFile: target)
+                            h.seekTarget.withLock { if $0 == target { $0 = nil } }
+                        }
                     }
                     begin(h)
                 } else {
@@ -561,10 +583,12 @@ public final class SessionService {
                 lastEnded = ended
                 events.append(.ended(ended))
                 log.error("session \(id) failed to start: \(message)")
+                scheduler.sessionFailed(id, message)
             case .superseded(let id, let source):
                 // Never opened: a later start took its place, or it was stopped.
                 let reason: EndReason = starting.flatMap { $0.id == id ? $0.cancelled : nil } ?? .replaced
                 if starting?.id == id { starting = nil }
+                scheduler.sessionOpened(id)
                 let ended = Ended(session: id, source: source, reason: reason.wireName)
                 lastEnded = ended
                 events.append(.ended(ended))
@@ -687,6 +711,9 @@ public final class SessionService {
                 o.session = st.id
                 o.source = st.source
                 o.meditation = st.meditation
+                o.position = st.seekTarget ?? st.position
+                o.duration = st.duration
+                if st.seekTarget != nil { o.seeking = true }
                 o.paused = st.paused
             }
             return o

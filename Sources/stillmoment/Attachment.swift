@@ -136,9 +136,12 @@ enum StatusText {
             if let next = s.nextGong { parts.append(Texts.text("next gong", [clock(next)])) }
             return parts.joined(separator: "  ")
         case .guided?, .preview?:
-            if s.state == .starting { return tr("starting", "startet") }
             let m = s.meditation
             let who = (m?.teacher).map { $0.isEmpty ? "" : "\($0) – " } ?? ""
+            if s.state == .starting {
+                guard let m, s.position != nil else { return tr("starting", "startet") }
+                return "\(tr("starting", "startet"))\(paused): \(who)\(m.name)  \(clock(s.position)) / \(clock(s.duration))"
+            }
             let verb = s.source == .preview ? tr("preview", "Vorschau")
                 : s.state == .preparation ? tr("preparing", "Vorbereitung")
                 : s.state == .startGong ? tr("start gong", "Startgong") : tr("playing", "Wiedergabe")

@@ -101,15 +101,17 @@ func submit(_ command: ControlCommand, _ args: [String: JSON], detach: Bool, wha
         var status = try client.call(command, args)
         let session = status.session ?? 0
         if detach {
-            // A session that waits for the one before to fade out: its start (or why it
-            // could not) is known within a moment.
+            // The device is opened on the daemon's worker (after the fade of the session
+            // before, if one plays): its start, or why it could not, is known within a moment.
             var waited = 0
-            while status.state == .starting, status.session == session, waited < 100 {
+            waiting: while status.state == .starting, status.session == session, waited < 100 {
                 guard let event = try client.nextTypedEvent(timeoutMs: 100) else { waited += 1; continue }
                 switch event {
                 case .ended(let e) where e.session == session && e.reason == .failed:
                     throw Console.fail(e.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
                                        code: e.code == .device ? Exit.device : Exit.failure)
+                case .ended(let e) where e.session == session:
+                    break waiting     // replaced or stopped by another client meanwhile: it was started
                 case .state(let s) where s.session == session: status = s
                 default: break
                 }
@@ -172,11 +174,27 @@ extension SimpleControlCommand {
     func run() throws { try invocation().run() }
 }
 
-/// One request to the running daemon (never starting one); its answer, or the exit.
+/// One request to the running daemon (never starting one); its answer, or the exit. A
+/// session it starts (resume, ring-now) is opened on the daemon's worker: the answer is the
+/// status once it plays, or the exit that says why it could not (within 10 s).
 func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool = false) throws -> Status {
     do {
-        return try ControlClient.connect(startIfNeeded: start).call(command, args)
-    } catch {
+        let client = try ControlClient.connect(startIfNeeded: start)
+        let answer = try client.call(command, args)
+        guard answer.state == .starting, let session = answer.session else { return answer }
+        // The answer says where it starts; it is given once the device opened (the session
+        // may have played on by then: on `null` many times real time).
+        for _ in 0..<500 {
+            usleep(20_000)
+            let status = try client.call(.status)
+            if let ended = status.lastEnded, ended.session == session, ended.reason == .failed {
+                throw Console.fail(ended.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
+                                   code: ended.code == .device ? Exit.device : Exit.failure)
+            }
+            if status.state != .starting || status.session != session { break }
+        }
+        return answer
+    } catch let error as ControlError {
         throw error == .noDaemon ? Console.fail(tr("nothing is playing (no daemon running)", "nichts spielt (kein Daemon aktiv)")) : failure(error)
     }
 }

@@ -5,7 +5,7 @@ import Glibc
 import Logging
 import Testing
 @testable import StillMomentControl
-import StillMomentAudio
+@_spi(Testing) import StillMomentAudio
 import StillMomentCore
 
 @Suite("The session service", .serialized)
@@ -57,9 +57,12 @@ struct SessionServiceTests {
         #expect(idle.state == .idle && idle.session == nil && idle.source == nil)
         #expect(JSON(encoding: idle) == .object(["state": .string("idle")]))
 
-        let started = try service.startTimer(Self.timer)
+        // The answer comes before the device is opened (on the worker): starting.
+        let asked = try service.startTimer(Self.timer)
+        #expect(asked.session == 1 && asked.source == .timer && asked.state == .starting && asked.paused == false)
+        #expect(Self.until(service) { [Phase.startGong, .running].contains(service.status().state) }, "\(service.takeEvents())")
+        let started = service.status()
         #expect(started.session == 1 && started.source == .timer && started.paused == false)
-        #expect([Phase.startGong, .running].contains(started.state), "\(started) \(service.takeEvents())")
         #expect(started.duration == 86_400_000 && started.remaining != nil && started.device == "null")
         // Through the wire and back: the same value.
         let wire = JSON(encoding: started)
@@ -128,6 +131,7 @@ struct SessionServiceTests {
         let (service, home) = try Self.service()
         defer { try? FileManager.default.removeItem(atPath: home) }
         _ = try service.startTimer(Self.timer)
+        #expect(Self.until(service) { service.status().session == 1 && service.status().state != .starting })
         _ = service.takeEvents()
         var answer = Status(state: .idle)
         let took = try Self.milliseconds { answer = try service.startTimer(Self.timer) }
@@ -176,7 +180,10 @@ struct SessionServiceTests {
             return
         }
         // A long preparation keeps it before its voice on a device 300 times real time.
-        let guided = try service.play(PlayRequest(id: m.id, preparation: 3_600_000, device: .null))
+        let asked = try service.play(PlayRequest(id: m.id, preparation: 3_600_000, device: .null))
+        #expect(asked.source == .guided && asked.state == .starting && asked.meditation?.id == m.id)
+        #expect(Self.until(service) { service.status().state == .preparation })
+        let guided = service.status()
         #expect(guided.source == .guided && guided.state == .preparation && guided.meditation?.id == m.id)
         _ = service.takeEvents()
         let timer = try service.startTimer(Self.timer)
@@ -203,7 +210,7 @@ struct SessionServiceTests {
         service.shutdown()
     }
 
-    @Test("a session stopped while it is still opening never plays on; a bad device fails the start in the answer")
+    @Test("a session stopped while it is still opening never plays on; a device that cannot open ends it with the device's code")
     func stopWhileStarting() throws {
         let (service, home) = try Self.service()
         defer { try? FileManager.default.removeItem(atPath: home) }
@@ -213,12 +220,60 @@ struct SessionServiceTests {
         #expect(Self.until(service) { service.status().state == .idle && !service.worker.isBusy })
         let ends = service.status().lastEnded
         #expect(ends?.session == second.session && ends?.reason == .stopped)
-        // A device that does not exist, with nothing playing: refused in the answer as a device error.
-        #expect {
-            _ = try service.startTimer(TimerStartRequest(options: ["duration": "5m", "device": "hw:99,0"]))
-        } throws: { error in
-            (error as? ProtocolError)?.code == .device
+        // A device that does not exist: the answer says starting (nothing waits for the
+        // device), and the `ended` event says why, with the device's code.
+        _ = service.takeEvents()
+        let asked = try service.startTimer(TimerStartRequest(options: ["duration": "5m", "device": "hw:99,0"]))
+        #expect(asked.state == .starting)
+        var failed: Ended?
+        #expect(Self.until(service) {
+            for case .ended(let e) in service.takeEvents() where e.session == asked.session { failed = e }
+            return failed != nil
+        })
+        #expect(failed?.reason == .failed && failed?.code == .device && failed?.message?.contains("hw:99,0") == true)
+        #expect(service.status().state == .idle)
+        service.shutdown()
+    }
+
+    @Test("a device that takes 2 s to open delays no answer: status within 10 ms throughout, then the session plays")
+    func slowDevice() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let fixture = Self.root.appendingPathComponent("Tests/Fixtures/cbr.mp3").path
+        guard case .imported(let m) = try Importer(store: service.store).importFile(fixture) else {
+            Issue.record("the fixture did not import")
+            return
         }
+        // ALSA's file plugin on a FIFO: its open blocks until a reader comes, 2 s later.
+        let fifo = home + "/slow.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let reader = Thread {
+            usleep(2_000_000)
+            let fd = open(fifo, O_RDONLY)
+            var buf = [UInt8](repeating: 0, count: 65536)
+            while fd >= 0 && read(fd, &buf, buf.count) > 0 {}
+            if fd >= 0 { close(fd) }
+        }
+        reader.start()
+        let device = DeviceName(testing: "file:FILE=\(fifo),FORMAT=raw")
+        var slowest = 0.0
+        let asked = try service.play(PlayRequest(id: m.id, device: device))
+        #expect(asked.state == .starting)
+        let t0 = Date()
+        while Date().timeIntervalSince(t0) < 1.8 {
+            slowest = max(slowest, Self.milliseconds { _ = service.status(); service.tick() })
+            usleep(5_000)
+        }
+        #expect(service.status().state == .starting)
+        #expect(slowest < 10, "status took \(slowest) ms while the device opened")
+        // Then it plays: the reader takes the stream as fast as it comes, so the 1-s fixture
+        // may be over at once; either way it played, and to its end.
+        #expect(Self.until(service, seconds: 10) {
+            let s = service.status()
+            return (s.source == .guided && s.state != .starting) || (s.lastEnded?.session == asked.session && s.lastEnded?.reason == .completed)
+        }, "\(service.status())")
+        _ = try? service.stop()
+        #expect(Self.until(service) { service.status().state == .idle && !service.worker.isBusy })
         service.shutdown()
     }
 
