@@ -53,7 +53,14 @@ public struct Settings: Sendable, Equatable {
         guard let data = FileManager.default.contents(atPath: path) else { return Settings() }
         do {
             let raw = try JSONDecoder().decode([String: String].self, from: data)
-            return Settings(values: raw.filter { keys.contains($0.key) })
+            // A key that is no setting (a typo in a hand edit, a newer version's) is said, not dropped.
+            if let unknown = raw.keys.sorted().first(where: { !keys.contains($0) }) {
+                throw CoreError.damaged(tr("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix or remove it (the settings are: \(keys.joined(separator: ", ")))",
+                                           "\(path): '\(Display.clean(String(unknown.prefix(40))))' ist keine Einstellung; berichtige oder entferne sie (die Einstellungen sind: \(keys.joined(separator: ", ")))"))
+            }
+            return Settings(values: raw)
+        } catch let error as CoreError {
+            throw error
         } catch {
             throw CoreError.damaged(tr("\(path): not a valid settings file; fix or remove it (\(error))",
                                        "\(path): keine gültige Einstellungsdatei; berichtige oder entferne sie (\(error))"))

@@ -17,20 +17,8 @@ extension WebAPI {
         }
     }
 
-    static func meditationJSON(_ m: Meditation) -> JSON {
-        var o: [String: JSON] = [
-            "id": .string(m.id), "name": .string(m.name), "teacher": .string(m.teacher),
-            "duration": .number(Double(m.durationMilliseconds)), "file": .string(m.originalName),
-            "added": .number((m.dateAdded.timeIntervalSince1970 * 1000).rounded()),
-        ]
-        if let a = m.album { o["album"] = .string(a) }
-        if let v = m.trimStart { o["trimStart"] = .number(Double(v)) }
-        if let v = m.trimEnd { o["trimEnd"] = .number(Double(v)) }
-        if let v = m.startGong { o["startGong"] = .string(v) }
-        if let v = m.endGong { o["endGong"] = .string(v) }
-        if let v = m.lastPosition { o["lastPosition"] = .number(Double(v)) }
-        return .object(o)
-    }
+    /// A meditation as every front-end shows it (`MeditationRecord`).
+    static func meditationJSON(_ m: Meditation) -> JSON { JSON(encoding: MeditationRecord(m)) }
 
     func meditations() -> Response {
         do throws(CoreError) {
@@ -41,45 +29,38 @@ extension WebAPI {
         }
     }
 
-    /// Sets a meditation's name, teacher, album, gongs and trim (null: off).
+    /// Sets a meditation's name, teacher, album, gongs and trim (null or "off": off), by the
+    /// library's one typed edit: this only reads the JSON into it.
     func edit(_ id: String, _ args: [String: JSON]) -> Response {
         do throws(CoreError) {
-            var m = try store.find(id)
+            let m = try store.find(id)
             guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: "") }
-            let catalog = try SoundCatalog.withCustomSounds(store: store)
+            var edit = MeditationEdit()
             for (key, value) in args {
                 switch (key, value) {
-                case ("name", .string(let s)), ("teacher", .string(let s)), ("album", .string(let s)):
-                    let field = Meditation.TextField(rawValue: key) ?? .album
-                    let t = try Meditation.checked(s, field)
-                    switch field {
-                    case .name: m.name = t ?? m.name
-                    case .teacher: m.teacher = t ?? m.teacher
-                    case .album: m.album = t
-                    }
-                case ("startGong", .null), ("endGong", .null):
-                    if key == "startGong" { m.startGong = nil } else { m.endGong = nil }
-                case ("startGong", .string(let s)), ("endGong", .string(let s)):
-                    let gong = s == "off" ? nil : try catalog.gong(s).id
-                    if key == "startGong" { m.startGong = gong } else { m.endGong = gong }
-                case ("trimStart", .null): m.trimStart = nil
-                case ("trimEnd", .null): m.trimEnd = nil
+                case ("name", .string(let s)): edit.name = s
+                case ("teacher", .string(let s)): edit.teacher = s
+                case ("album", .string(let s)): edit.album = s
+                case ("album", .null): edit.album = ""
+                case ("startGong", .null), ("startGong", .string("off")): edit.startGong = .clear
+                case ("endGong", .null), ("endGong", .string("off")): edit.endGong = .clear
+                case ("startGong", .string(let s)): edit.startGong = .set(s)
+                case ("endGong", .string(let s)): edit.endGong = .set(s)
+                case ("trimStart", .null): edit.trimStart = .clear
+                case ("trimEnd", .null): edit.trimEnd = .clear
                 case ("trimStart", .number(let n)), ("trimEnd", .number(let n)):
-                    guard n.isFinite, n >= 0, n <= Double(m.durationMilliseconds) else {
-                        throw CoreError.badValue(option: key, reason: tr("outside the meditation (0 to \(TimeText.clock(m.durationMilliseconds)))",
-                                                                          "außerhalb der Meditation (0 bis \(TimeText.clock(m.durationMilliseconds)))"))
+                    // A time within ±1000 h (what the library takes) as whole ms; anything else is refused by the edit.
+                    guard n.isFinite, abs(n) <= Double(Meditation.maxMilliseconds) else {
+                        throw CoreError.badValue(option: key, reason: tr("not a time in ms", "keine Zeit in ms"))
                     }
-                    if key == "trimStart" { m.trimStart = Int64(n) } else { m.trimEnd = Int64(n) }
+                    if key == "trimStart" { edit.trimStart = .set(Int64(n)) } else { edit.trimEnd = .set(Int64(n)) }
                 default:
-                    throw CoreError.badValue(option: "", reason: tr("unknown or malformed field '\(Display.clean(String(key.prefix(40))))'; the fields are: name, teacher, album, startGong, endGong, trimStart, trimEnd",
-                                                                    "unbekanntes oder falsches Feld '\(Display.clean(String(key.prefix(40))))'; die Felder sind: name, teacher, album, startGong, endGong, trimStart, trimEnd"))
+                    let fields = MeditationEdit.fields.joined(separator: ", ")
+                    throw CoreError.badValue(option: "", reason: tr("unknown or malformed field '\(Display.clean(String(key.prefix(40))))'; the fields are: \(fields)",
+                                                                    "unbekanntes oder falsches Feld '\(Display.clean(String(key.prefix(40))))'; die Felder sind: \(fields)"))
                 }
             }
-            if (m.trimStart ?? 0) >= (m.trimEnd ?? m.durationMilliseconds) {
-                throw CoreError.badRequest(tr("the trim range is empty", "der Zuschnitt ist leer"))
-            }
-            try store.update(m)
-            return .json(Self.meditationJSON(m))
+            return .json(Self.meditationJSON(try LibraryService(store: store).edit(m.id, edit)))
         } catch {
             return failure(error)
         }
@@ -176,32 +157,19 @@ extension WebAPI {
 
     func schedules() -> Response {
         do throws(CoreError) {
-            let schedules = ScheduleStore(store: store)
-            let quiet = try schedules.quietDays()
-            let zone = ZoneRules.system(), now = LocalTime.now().unix
-            let items = try schedules.all().map { e -> JSON in
-                let next = e.enabled ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
-                var o: [String: JSON] = ["id": .number(Double(e.id)), "when": .string(e.when.description),
-                                         "action": .string(e.action.description), "enabled": .bool(e.enabled)]
-                if let n = e.name { o["name"] = .string(n) }
-                if let next { o["next"] = .string(zone.localTime(next).iso8601) }
-                return .object(o)
-            }
-            return .json(.object(["schedules": .array(items)]))
+            return .json(.object(["schedules": JSON(encoding: try ScheduleService(store: store).listing().entries)]))
         } catch {
             return failure(error)
         }
     }
 
     func setSchedule(_ id: String, _ args: [String: JSON]) -> Response {
-        guard let n = Int64(id) else { return .error(404, "not-found", tr("no entry \(Display.clean(String(id.prefix(20))))", "kein Eintrag \(Display.clean(String(id.prefix(20))))")) }
         guard args.count == 1, case .bool(let enabled)? = args["enabled"] else {
             return .error(422, "bad-arguments", tr("an entry takes {\"enabled\": true|false}", "ein Eintrag nimmt {\"enabled\": true|false}"))
         }
         do throws(CoreError) {
-            let table = ScheduleStore(store: store)
-            guard try table.find(n) != nil else { throw CoreError.notFound(key: id, hint: "") }
-            try table.setEnabled(n, enabled, now: LocalTime.now().unix)
+            try ScheduleService(store: store).setEnabled(id, enabled)
+            // The daemon notices the change by the timetable's counter (within 2 s); told, at once.
             _ = control(.reschedule, [:], start: false)
             return schedules()
         } catch {

@@ -194,6 +194,10 @@ public final class WebAPI {
     /// 5 a minute lock an address, 20 a minute everyone), so a restart forgets none.
     private func pair(_ args: [String: JSON], _ r: HTTPRequest) -> Response {
         let now = Date().timeIntervalSince1970
+        if let unknown = args.keys.sorted().first(where: { $0 != "pin" && $0 != "name" }) {
+            return .error(422, "bad-arguments", tr("unknown field '\(Display.clean(String(unknown.prefix(40))))'; pairing takes pin and name",
+                                                   "unbekanntes Feld '\(Display.clean(String(unknown.prefix(40))))'; das Koppeln nimmt pin und name"))
+        }
         let pin = args["pin"]?.string ?? ""
         let name = args["name"]?.string ?? "browser"
         let address = r.peer.isEmpty ? "?" : r.peer

@@ -69,7 +69,7 @@ struct ImportCommand: ParsableCommand {
                 Console.error(Console.text(error))
             }
         }
-        if json { Console.out(jsonArray(results.map { entryJSON($0, store: store) })) }
+        if json { Console.out(jsonText(.array(results.map(entryJSON)))) }
         if failed > 0 { throw ExitCode(Exit.failure) }
     }
 }
@@ -79,22 +79,9 @@ func describe(_ m: Meditation) -> String {
     return "\(who)\(m.name) (\(TimeText.clock(m.durationMilliseconds)))"
 }
 
-/// The JSON object of a meditation (`list --json`, `import --json`, `show --json`).
-func entryJSON(_ m: Meditation, store: LibraryStore) -> [String: JSONValue] {
-    [
-        "id": .string(m.id), "teacher": .string(m.teacher), "name": .string(m.name),
-        "album": m.album.map(JSONValue.string) ?? .null,
-        "duration": .number(m.duration), "bytes": .number(Double(m.size)),
-        "storedPath": .string(store.path(of: m)), "originalName": .string(m.originalName),
-        "trimStart": m.trimStart.map { .number(Double($0) / 1000) } ?? .null,
-        "trimEnd": m.trimEnd.map { .number(Double($0) / 1000) } ?? .null,
-        "startGong": m.startGong.map(JSONValue.string) ?? .null,
-        "endGong": m.endGong.map(JSONValue.string) ?? .null,
-        "loudnessGain": .number((m.loudnessGain * 100).rounded() / 100),
-        "lastPosition": m.lastPosition.map { .number(Double($0) / 1000) } ?? .null,
-        "dateAdded": .string(ISO8601.format(m.dateAdded)),
-    ]
-}
+/// The JSON object of a meditation (`list --json`, `import --json`, `show --json`): the one
+/// representation every front-end gives (`MeditationRecord`: times in ms).
+func entryJSON(_ m: Meditation) -> JSONValue { JSONValue(encoding: MeditationRecord(m)) }
 
 struct ListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "List the library, grouped by teacher.")
@@ -137,7 +124,7 @@ struct ListCommand: ParsableCommand {
             return a < b
         }
         if json {
-            Console.out(jsonArray(items.map { entryJSON($0, store: store) }))
+            Console.out(jsonText(.array(items.map(entryJSON))))
             return
         }
         if items.isEmpty {
@@ -173,7 +160,7 @@ struct ShowCommand: ParsableCommand {
         let m: Meditation
         do { m = try store.find(id) } catch { throw Console.fail(error) }
         if json {
-            Console.out(jsonObject(entryJSON(m, store: store)))
+            Console.out(jsonText(entryJSON(m)))
             return
         }
         let off = tr("off", "aus")
@@ -210,36 +197,32 @@ struct EditCommand: ParsableCommand {
 
     func run() throws {
         let store = try openStore()
-        do {
-            var m = try store.find(id)
-            let catalog = try SoundCatalog.withCustomSounds(store: store)
-            if let teacher { m.teacher = try Meditation.checked(teacher, .teacher, option: "--teacher") ?? m.teacher }
-            if let album { m.album = try Meditation.checked(album, .album, option: "--album") }
-            if let name { m.name = try Meditation.checked(name, .name, option: "--name") ?? m.name }
-            func time(_ text: String, _ option: String) throws -> Int64? {
-                if text.lowercased() == "off" { return nil }
-                do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: "--\(option)", reason: error.description) }
+        do throws(CoreError) {
+            var edit = MeditationEdit(name: name, teacher: teacher, album: album)
+            func time(_ text: String?, _ option: String) throws(CoreError) -> FieldChange<Int64>? {
+                guard let text else { return nil }
+                if text.lowercased() == "off" { return .clear }
+                do { return .set(try TimeText.parse(text)) } catch { throw CoreError.badValue(option: option, reason: error.description) }
             }
-            if let trimStart { m.trimStart = try time(trimStart, "trim-start") }
-            if let trimEnd { m.trimEnd = try time(trimEnd, "trim-end") }
-            let start = m.trimStart ?? 0, end = m.trimEnd ?? m.durationMilliseconds
-            guard end <= m.durationMilliseconds else {
-                let at = TimeText.clock(end), length = TimeText.clock(m.durationMilliseconds)
-                throw CoreError.badValue(option: "--trim-end", reason: tr("\(at) is past the end (\(length))", "\(at) liegt hinter dem Ende (\(length))"))
-            }
-            guard start < end else {
-                throw CoreError.badRequest(tr("the trim range is empty: \(trimText(m))", "der Zuschnitt ist leer: \(trimText(m))"))
-            }
-            func gong(_ text: String) throws -> String? {
-                text.lowercased() == "off" ? nil : try catalog.gong(text).id
-            }
-            if let startGong { m.startGong = try gong(startGong) }
-            if let endGong { m.endGong = try gong(endGong) }
-            try store.update(m)
+            func gong(_ text: String?) -> FieldChange<String>? { text.map { $0.lowercased() == "off" ? .clear : .set($0) } }
+            edit.trimStart = try time(trimStart, "--trim-start")
+            edit.trimEnd = try time(trimEnd, "--trim-end")
+            edit.startGong = gong(startGong)
+            edit.endGong = gong(endGong)
+            let m = try LibraryService(store: store).edit(id, edit)
             Console.out("\(describe(m)) [\(m.id.prefix(8))]")
-        } catch let error as CoreError {
-            throw Console.fail(error)
+        } catch {
+            throw Console.fail(Self.flagNames(error))
         }
+    }
+
+    /// The service names the fields as every front-end does; here they are options.
+    static func flagNames(_ error: CoreError) -> CoreError {
+        guard case .badValue(let field, let reason) = error, MeditationEdit.fields.contains(field) else { return error }
+        let flag = "--" + field.reduce(into: "") { out, ch in
+            if ch.isUppercase { out += "-" + ch.lowercased() } else { out.append(ch) }
+        }
+        return .badValue(option: flag, reason: reason)
     }
 }
 

@@ -159,12 +159,7 @@ struct StatsCommand: ParsableCommand {
 
 /// Dates and reasons in the user's language.
 enum PracticeText {
-    static func when(_ t: LocalTime, seconds: Bool = false) -> String {
-        let d = t.date, s = t.secondOfDay
-        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        let clock = "\(two(s / 3600)):\(two(s / 60 % 60))" + (seconds ? ":\(two(s % 60))" : "")
-        return Language.current == .de ? "\(two(d.day)).\(two(d.month)).\(d.year) \(clock)" : "\(d) \(clock)"
-    }
+    static func when(_ t: LocalTime, seconds: Bool = false) -> String { t.shown(seconds: seconds) }
 
     static func duration(_ ms: Int64) -> String {
         let minutes = ms / 60_000

@@ -89,10 +89,9 @@ struct ScheduleCommand: ParsableCommand {
         }
     }
 
-    /// A one-off time that has passed: it would never ring.
-    static func passed(_ when: ScheduleWhen, now: Int64, zone: ZoneRules) -> CoreError {
-        let clock = PracticeText.when(zone.localTime(now), seconds: true)
-        return CoreError.badValue(option: "WHEN", reason: tr("'\(when)' has passed (it is \(clock) now)", "'\(when)' ist vorbei (jetzt ist \(clock))"))
+    /// The schedule's service, telling the daemon of each change (starting one when `start`).
+    static func service(_ store: LibraryStore, start: Bool) -> ScheduleService {
+        ScheduleService(store: store) { notifyDaemon(start: start) }
     }
 
     /// One line when the daemon is not a systemd user service (it must run for schedules).
@@ -114,24 +113,15 @@ struct ScheduleCommand: ParsableCommand {
 
         func run() throws {
             let store = try openStore()
+            let service = ScheduleCommand.service(store, start: true)
             do throws(CoreError) {
-                var new = try entry.entry()
-                let schedules = ScheduleStore(store: store)
-                new.action = try schedules.bind(new.action)
-                let zone = ZoneRules.system()
-                let now = LocalTime.now().unix
-                let when = new.when
-                guard !when.hasPassed(now: now, zone: zone) else { throw ScheduleCommand.passed(when, now: now, zone: zone) }
-                guard let id = try schedules.add([new], replacing: false, now: now).first, let added = try schedules.find(id) else {
-                    throw CoreError.io(path: store.databasePath, reason: "the entry was not saved")
-                }
-                let next = added.enabled ? when.next(after: added.lastHandled, zone: zone, seed: added.seed, quiet: try schedules.quietDays()) : nil
-                Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(when) \(added.action)"
-                            + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when(zone.localTime($0)))" : "; next \(PracticeText.when(zone.localTime($0)))" } ?? ""))
+                let added = try service.add(try entry.entry())
+                let next = try service.listing().entries.first { $0.id == added.id }?.next.flatMap { LocalTime(iso8601: $0) }
+                Console.out((Language.current == .de ? "Eintrag \(added.id): " : "entry \(added.id): ") + "\(added.when) \(added.action)"
+                            + (next.map { Language.current == .de ? "; als Nächstes \(PracticeText.when($0))" : "; next \(PracticeText.when($0))" } ?? ""))
             } catch {
                 throw Console.fail(error)
             }
-            ScheduleCommand.notifyDaemon(start: true)
             ScheduleCommand.serviceHint()
         }
     }
@@ -141,41 +131,23 @@ struct ScheduleCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
         func run() throws {
             let store = try openStore()
-            let schedules = ScheduleStore(store: store)
-            let entries: [ScheduleEntry], quiet: Set<CivilDate>
-            do {
-                entries = try schedules.all()
-                quiet = try schedules.quietDays()
-            } catch { throw Console.fail(error) }
-            let zone = ZoneRules.system(), now = LocalTime.now().unix
-            struct Item: Encodable {
-                let id: Int64, name: String?, when: String, action: String, enabled: Bool, next: String?
-                let last: String?, lastOutcome: String?
-                /// Why it cannot ring (its preset or meditation was deleted), when it cannot.
-                let broken: String?
-            }
-            var items: [Item] = []
-            for e in entries {
-                let next = e.enabled ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
-                let last = (try? schedules.events(entry: e.id, limit: 1))?.first
-                items.append(Item(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
-                                  next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
-                                  lastOutcome: last.map { $0.outcome + ($0.detail.map { ": \($0)" } ?? "") },
-                                  broken: e.problem?.text()))
-            }
+            let listing: (entries: [ScheduleListing], quietDays: [CivilDate])
+            do { listing = try ScheduleService(store: store).listing() } catch { throw Console.fail(error) }
             if json {
-                struct Listing: Encodable { let entries: [Item]; let quietDays: [String]; let policy: String }
-                Console.out(jsonText(Listing(entries: items, quietDays: quiet.sorted().map(\.description), policy: ScheduleCommand.policy)))
+                struct Listing: Encodable { let entries: [ScheduleListing]; let quietDays: [String]; let policy: String }
+                Console.out(jsonText(Listing(entries: listing.entries, quietDays: listing.quietDays.map(\.description), policy: ScheduleCommand.policy)))
                 return
             }
-            if items.isEmpty { Console.out(Language.current == .de ? "der Zeitplan ist leer" : "the schedule is empty") }
-            for i in items {
+            if listing.entries.isEmpty { Console.out(Language.current == .de ? "der Zeitplan ist leer" : "the schedule is empty") }
+            for i in listing.entries {
                 let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : tr("off", "aus"))
                 Console.out("\(String(i.id).padded(to: 4)) \(next.padded(to: 17)) \(i.when)  \(i.action)\(i.name.map { "  (\($0))" } ?? "")"
                             + (i.lastOutcome.map { tr("  [last: \($0)]", "  [zuletzt: \($0)]") } ?? "")
                             + (i.broken.map { tr("  [broken: \($0)]", "  [kaputt: \($0)]") } ?? ""))
             }
-            if !quiet.isEmpty { Console.out((Language.current == .de ? "stille Tage: " : "quiet days: ") + quiet.sorted().map(\.description).joined(separator: ", ")) }
+            if !listing.quietDays.isEmpty {
+                Console.out((Language.current == .de ? "stille Tage: " : "quiet days: ") + listing.quietDays.map(\.description).joined(separator: ", "))
+            }
             Console.out(tr(ScheduleCommand.policy, ScheduleCommand.policyDE))
         }
     }
@@ -205,19 +177,8 @@ struct ScheduleCommand: ParsableCommand {
             let start = try instant(from, "--from", default: LocalTime.now().unix)
             let end = try instant(until, "--until", default: start + 7 * 86_400)
             let store = try openStore()
-            let schedules = ScheduleStore(store: store)
-            var items: [(at: Int64, entry: ScheduleEntry)] = []
-            do {
-                let quiet = try schedules.quietDays()
-                for e in try schedules.all() where e.enabled {
-                    for t in e.when.occurrences(after: max(start - 1, e.lastHandled), until: end, zone: zone, seed: e.seed, quiet: quiet,
-                                                limit: count) {
-                        items.append((t, e))
-                    }
-                }
-            } catch { throw Console.fail(error) }
-            items.sort { ($0.at, $0.entry.id) < ($1.at, $1.entry.id) }
-            items = Array(items.prefix(count))
+            let items: [(at: Int64, entry: ScheduleEntry)]
+            do { items = try ScheduleService(store: store, zone: zone).upcoming(from: start, until: end, count: count) } catch { throw Console.fail(error) }
             if json {
                 struct Item: Encodable { let at: String; let id: Int64; let name: String?; let action: String }
                 Console.out(jsonText(items.map { Item(at: zone.localTime($0.at).iso8601, id: $0.entry.id, name: $0.entry.name,
@@ -237,11 +198,9 @@ struct ScheduleCommand: ParsableCommand {
         func run() throws {
             let store = try openStore()
             do {
-                let e = try ScheduleStore(store: store).require(id)
-                try ScheduleStore(store: store).remove(e.id)
+                let e = try ScheduleCommand.service(store, start: false).remove(id)
                 Console.out((Language.current == .de ? "entfernt: " : "removed: ") + "\(e.id) \(e.when) \(e.action)")
             } catch { throw Console.fail(error) }
-            ScheduleCommand.notifyDaemon(start: false)
         }
     }
 
@@ -260,12 +219,9 @@ struct ScheduleCommand: ParsableCommand {
     static func setEnabled(_ id: String, _ on: Bool) throws {
         let store = try openStore()
         do {
-            let schedules = ScheduleStore(store: store)
-            let e = try schedules.require(id)
-            try schedules.setEnabled(e.id, on, now: LocalTime.now().unix)
+            let e = try service(store, start: on).setEnabled(id, on)
             Console.out("\(e.id) \(e.when) \(e.action): " + (on ? (Language.current == .de ? "an" : "enabled") : (Language.current == .de ? "aus" : "disabled")))
         } catch { throw Console.fail(error) }
-        notifyDaemon(start: on)
     }
 
     struct Skip: ParsableCommand {
@@ -277,12 +233,9 @@ struct ScheduleCommand: ParsableCommand {
                 throw Console.fail(CoreError.badValue(option: "", reason: tr("'\(date)' is not a date like 2026-12-24", "'\(date)' ist kein Datum wie 2026-12-24")))
             }
             let store = try openStore()
-            do {
-                if undo { try ScheduleStore(store: store).unskip(d) } else { try ScheduleStore(store: store).skip(d) }
-            } catch { throw Console.fail(error) }
+            do { try ScheduleCommand.service(store, start: false).setQuiet(d, !undo) } catch { throw Console.fail(error) }
             Console.out(undo ? (Language.current == .de ? "\(d) läutet wieder" : "\(d) rings again")
                              : (Language.current == .de ? "\(d) ist ein stiller Tag" : "\(d) is a quiet day"))
-            ScheduleCommand.notifyDaemon(start: false)
         }
     }
 
@@ -301,21 +254,13 @@ struct ScheduleCommand: ParsableCommand {
                                                                            "\(file): keine lesbare Textdatei von höchstens 1 MB")))
             }
             let store = try openStore()
-            let schedules = ScheduleStore(store: store)
-            var parsed: [NewScheduleEntry] = []
-            // One-off times that have passed are left out and named (an export read back
-            // a day later holds them): they would never ring.
-            var gone: [Int] = []
-            let zone = ZoneRules.system(), now = LocalTime.now().unix
+            // The file's syntax is the command line's (this target reads it); every rule is the service's.
+            var lines: [(line: Int, entry: NewScheduleEntry)] = []
             for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 let line = String(raw).trimmingWhitespace()
                 if line.isEmpty || line.hasPrefix("#") { continue }
                 do {
-                    let words = try ShellWords.split(line)
-                    var entry = try EntryOptions.parse(words).entry()
-                    try entry.checkForTimetable()
-                    entry.action = try schedules.bind(entry.action)
-                    if entry.when.hasPassed(now: now, zone: zone) { gone.append(n + 1) } else { parsed.append(entry) }
+                    lines.append((n + 1, try EntryOptions.parse(try ShellWords.split(line)).entry()))
                 } catch let error as CoreError {
                     throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ") + error.description))
                 } catch {
@@ -323,12 +268,14 @@ struct ScheduleCommand: ParsableCommand {
                                                                   + (EntryOptions.message(for: error).split(separator: "\n").first ?? "")))
                 }
             }
-            // One transaction, every limit checked first: a refused file changes nothing.
-            do { try schedules.add(parsed, replacing: replace, now: now) } catch {
+            let enabled = lines.contains { $0.entry.enabled }
+            let imported: ScheduleService.Imported
+            do { imported = try ScheduleCommand.service(store, start: enabled).importTimetable(lines, replacing: replace) } catch {
                 throw Console.fail(CoreError.badValue(option: "", reason: "\(file): " + error.description))
             }
-            let n = parsed.count
+            let n = imported.added
             Console.out(n == 1 ? tr("added 1 entry", "1 Eintrag hinzugefügt") : tr("added \(n) entries", "\(n) Einträge hinzugefügt"))
+            let gone = imported.passedLines
             if !gone.isEmpty {
                 let lines = gone.map(String.init).joined(separator: ", ")
                 Console.err(gone.count == 1
@@ -336,8 +283,7 @@ struct ScheduleCommand: ParsableCommand {
                     : tr("note: left out \(gone.count) one-off times that have passed (lines \(lines))",
                          "Hinweis: \(gone.count) einmalige Zeiten ausgelassen, die vorbei sind (Zeilen \(lines))"))
             }
-            ScheduleCommand.notifyDaemon(start: parsed.contains { $0.enabled })
-            if parsed.contains(where: { $0.enabled }) { ScheduleCommand.serviceHint() }
+            if enabled && n > 0 { ScheduleCommand.serviceHint() }
         }
     }
 
@@ -345,18 +291,7 @@ struct ScheduleCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "export", abstract: "Print the timetable in the format `schedule import` reads.")
         func run() throws {
             let store = try openStore()
-            let entries: [ScheduleEntry]
-            do { entries = try ScheduleStore(store: store).all() } catch { throw Console.fail(error) }
-            Console.out(tr("# stillmoment schedule: WHEN ACTION [--name NAME], one entry a line",
-                           "# stillmoment-Zeitplan: WANN AKTION [--name NAME], ein Eintrag je Zeile"))
-            for e in entries {
-                if case .timer(_, let request) = e.action, let device = request.device {
-                    Console.out(tr("# entry \(e.id) plays on \(device); a timetable file does not choose the device (name a preset that does)",
-                                   "# Eintrag \(e.id) spielt auf \(device); eine Zeitplandatei wählt kein Gerät (nenne eine Vorlage, die es tut)"))
-                }
-                if let problem = e.problem { Console.out(tr("# entry \(e.id) is broken: \(problem.text(.en))", "# Eintrag \(e.id) ist kaputt: \(problem.text(.de))")) }
-                Console.out(e.line)
-            }
+            do { for line in try ScheduleService(store: store).export() { Console.out(line) } } catch { throw Console.fail(error) }
         }
     }
 

@@ -134,6 +134,11 @@ def main():
             f.write("{ not json")
         rc, out, err = c.run("timer", "1m", "--device", "null", "--foreground")
         check(rc == 1 and "settings" in err, f"a damaged settings file is a failure (exit 1), not bad input (exit {rc}: {err.strip()[:90]})")
+        with open(c.env["STILLMOMENT_HOME"] + "/settings.json", "w") as f:
+            f.write('{"duration": "20m", "durration": "5m"}')
+        rc, out, err = c.run("timer", "1m", "--device", "null", "--foreground")
+        check(rc == 1 and "durration" in err and "is not a setting" in err and len(err.strip().splitlines()) == 1,
+              f"a key in settings.json that is no setting is named, not dropped (exit {rc}: {err.strip()[:90]})")
         os.unlink(c.env["STILLMOMENT_HOME"] + "/settings.json")
         rc, out, err = c.run("--help")
         check(rc == 0 and "Exit codes" in out and "24 h" in out, "--help lists the exit codes and value ranges")

@@ -285,7 +285,7 @@ pos_of() { sm status --json 2>/dev/null | python3 -c 'import json,sys
 try: d=json.load(sys.stdin); print(d.get("position", -1000) / 1000 if d.get("source") == "guided" else -1)
 except Exception: print(-1)'; }
 saved_of() { sm show "$1" --json 2>/dev/null | python3 -c 'import json,sys
-v=json.load(sys.stdin).get("lastPosition"); print(-1 if v is None else v)'; }
+v=json.load(sys.stdin).get("lastPosition"); print(-1 if v is None else v / 1000)'; }
 # play until the position passes $1 s (bounded), then SIGKILL the daemon; sets pos, dpid
 kill_at() {
     local end=$((SECONDS + $1 + 15))

@@ -149,3 +149,13 @@ public struct LocalTime: Sendable, Equatable, Codable {
         self.init(unix: local - Int64(offset), utcOffset: offset)
     }
 }
+
+extension LocalTime {
+    /// As people read it: `2026-11-27 06:30` (`27.11.2026 06:30` in German), with seconds when asked.
+    public func shown(seconds: Bool = false, _ language: Language = .current) -> String {
+        let d = date, s = secondOfDay
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        let clock = "\(two(s / 3600)):\(two(s / 60 % 60))" + (seconds ? ":\(two(s % 60))" : "")
+        return language == .de ? "\(two(d.day)).\(two(d.month)).\(d.year) \(clock)" : "\(d) \(clock)"
+    }
+}
