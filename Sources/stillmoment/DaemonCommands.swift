@@ -57,7 +57,10 @@ struct DaemonCommand: ParsableCommand {
                 log.info("\(error.description): leaving it to serve")
                 return
             }
-            throw Console.fail(error.description)
+            // Exits here, the readiness pipe left to the kernel: the client hears of the
+            // failure once this process is gone, not while it still unwinds.
+            Console.error(error.description)
+            Glibc.exit(Exit.failure)
         }
         daemon.run()
     }
