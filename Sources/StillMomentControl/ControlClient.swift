@@ -25,7 +25,9 @@ public final class ControlClient {
 
     /// Connects to the running daemon; with `startIfNeeded`, starts one (detached, logging
     /// to `daemon.log` in the store's folder) when none answers, stale socket or not.
-    public static func connect(startIfNeeded: Bool = false) throws(ControlError) -> ControlClient {
+    /// `helloTimeoutMs`: how long the daemon's hello may take (a caller that must not
+    /// wait, the web app's loop, gives little).
+    public static func connect(startIfNeeded: Bool = false, helloTimeoutMs: Int32 = 10_000) throws(ControlError) -> ControlClient {
         let path = ControlPaths.socket
         // Nothing is sent to a socket whose folder or owner is not ours (another user may
         // have made /tmp/stillmoment-UID first), nor to a peer of another uid.
@@ -74,11 +76,11 @@ public final class ControlClient {
             }
         }
         let client = ControlClient(fd: fd, peerPID: peer)
-        try client.hello()
+        try client.hello(timeoutMs: helloTimeoutMs)
         return client
     }
 
-    private func hello() throws(ControlError) {
+    private func hello(timeoutMs: Int32) throws(ControlError) {
         do {
             // The daemon answers in the language of this client's user.
             try write(.object(["hello": .object(["version": .number(Double(ControlProtocol.version)), "client": .string("stillmoment"),
@@ -91,7 +93,7 @@ public final class ControlClient {
             }
             throw error
         }
-        let answer = try readMessage(timeoutMs: 10_000)
+        let answer = try readMessage(timeoutMs: timeoutMs)
         if let error = answer["error"] { throw Self.refusal(error) }
         guard let h = answer["hello"] else { throw ControlError.lost("the daemon did not say hello") }
         // The pid a user may be told to `kill` is the kernel's (SO_PEERCRED), not the one

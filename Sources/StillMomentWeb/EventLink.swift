@@ -7,6 +7,10 @@ import StillMomentControl
 import StillMomentCore
 
 final class EventLink {
+    /// How long the HTTP thread waits for the daemon here (it answers status in under a
+    /// millisecond when it runs): a daemon held or starting costs at most this, then a retry in 3 s.
+    static let patienceMs: Int32 = 40
+
     private let log: Logger
     private var client: ControlClient?
     /// When to try again to reach a daemon that was not there.
@@ -25,8 +29,9 @@ final class EventLink {
         }
         if client == nil, (retryAt ?? 0) <= now {
             do {
-                let c = try ControlClient.connect(startIfNeeded: false)
-                try c.request(.subscribe, ["progress": .bool(true)], timeoutMs: 3000)
+                // On the HTTP thread: a daemon that does not answer at once is tried again later.
+                let c = try ControlClient.connect(startIfNeeded: false, helloTimeoutMs: Self.patienceMs)
+                try c.request(.subscribe, ["progress": .bool(true)], timeoutMs: Self.patienceMs)
                 client = c
                 retryAt = nil
             } catch {
@@ -53,8 +58,8 @@ final class EventLink {
     /// The status now, as the first event of a new stream.
     func snapshot() -> [UInt8] {
         do {
-            let c = try ControlClient.connect(startIfNeeded: false)
-            let status = try c.request(.status, timeoutMs: 3000)
+            let c = try ControlClient.connect(startIfNeeded: false, helloTimeoutMs: Self.patienceMs)
+            let status = try c.request(.status, timeoutMs: Self.patienceMs)
             return Self.chunk(.object(["event": .string("state"), "data": status]))
         } catch {
             return Self.chunk(.object(["event": .string("state"), "data": JSON(encoding: Status(state: .idle)), "daemon": .bool(false)]))

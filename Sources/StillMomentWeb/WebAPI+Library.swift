@@ -168,9 +168,9 @@ extension WebAPI {
             return .error(422, "bad-arguments", tr("an entry takes {\"enabled\": true|false}", "ein Eintrag nimmt {\"enabled\": true|false}"))
         }
         do throws(CoreError) {
+            // The daemon notices the change by the timetable's counter within 2 s: nothing
+            // here waits for it.
             try ScheduleService(store: store).setEnabled(id, enabled)
-            // The daemon notices the change by the timetable's counter (within 2 s); told, at once.
-            _ = control(.reschedule, [:], start: false)
             return schedules()
         } catch {
             return failure(error)

@@ -20,8 +20,21 @@ public final class WebAPI {
         case respond(Response)
         /// Server-sent events from now on, for this paired device.
         case stream(device: Int64)
-        /// An answer computed on a worker thread (an import's analysis).
-        case background(@Sendable () -> Response)
+        /// An answer computed on a worker thread (an import's analysis, a request to the
+        /// daemon); with a fallback, that answer if the job has not answered after `after` s.
+        case background(@Sendable () -> Response, fallback: (after: Double, response: Response)? = nil)
+    }
+
+    /// How long /api/status waits for the daemon before it says the daemon is not answering.
+    static let statusPatience = 0.04
+
+    /// A request to the daemon, never on the HTTP thread: a daemon that is slow, held or
+    /// restarting delays that answer only, never the pages or another browser.
+    static func daemon(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool) -> Outcome {
+        let fallback: (after: Double, response: Response)? = command == .status
+            ? (statusPatience, .json(.object(["state": .string("idle"), "daemon": .string("not answering")])))
+            : nil
+        return .background({ control(command, args, start: start) }, fallback: fallback)
     }
 
     let store: LibraryStore
@@ -128,14 +141,14 @@ public final class WebAPI {
         case ("POST", "logout", 1):
             if let d = device(r) { _ = try? PairingStore(store: store).revoke(d.id) }
             return .respond(.json(.object([:]), headers: [("Set-Cookie", "\(Self.cookieName)=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")]))
-        case ("GET", "status", 1): return .respond(control(.status, [:], start: false))
+        case ("GET", "status", 1): return Self.daemon(.status, start: false)
         case ("GET", "events", 1):
             guard let d = device(r) else { return .respond(Self.unpaired) }
             return .stream(device: d.id)
         case ("GET", "options", 1): return .respond(options())
         case ("POST", "timer", 1):
             do throws(ProtocolError) {
-                return .respond(control(.timer, try TimerStartRequest(args: args).args, start: true))
+                return Self.daemon(.timer, try TimerStartRequest(args: args).args, start: true)
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }
@@ -143,13 +156,13 @@ public final class WebAPI {
             guard args.isEmpty, let command = ControlCommand(rawValue: parts[0]) else {
                 return .respond(.error(422, "bad-arguments", tr("\(parts[0]) takes no arguments", "\(parts[0]) nimmt keine Argumente")))
             }
-            return .respond(control(command, [:], start: false))
+            return Self.daemon(command, start: false)
         case ("POST", "seek", 1):
             do throws(ProtocolError) {
                 // Counted from when it reached this server (a phone's clock is not this machine's).
                 var seek = try SeekRequest(args: args)
                 seek.at = SeekRequest.stampNow()
-                return .respond(control(.seek, seek.args, start: false))
+                return Self.daemon(.seek, seek.args, start: false)
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }
@@ -157,7 +170,7 @@ public final class WebAPI {
             do throws(ProtocolError) {
                 // A `device` never gets here (deviceRefusal above).
                 let play = try PlayRequest(args: args)
-                return .respond(control(.play, play.args, start: true))
+                return Self.daemon(.play, play.args, start: true)
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }
@@ -166,7 +179,7 @@ public final class WebAPI {
         case ("DELETE", "meditations", 2): return .respond(delete(parts[1], force: r.query["force"] == "1"))
         case ("PUT", "import", 1):
             guard let upload else { return .respond(.error(400, "empty", tr("no file came with the upload", "mit dem Hochladen kam keine Datei"))) }
-            return .background(importJob(upload))
+            return .background(importJob(upload), fallback: nil)
         case ("GET", "practice", 1): return .respond(practice())
         case ("GET", "schedules", 1): return .respond(schedules())
         case ("POST", "schedules", 2): return .respond(setSchedule(parts[1], args))
@@ -175,7 +188,7 @@ public final class WebAPI {
                 return .respond(.error(404, "not-found", tr("no schedule entry \(Display.clean(String(parts[1].prefix(20))))",
                                                             "kein Eintrag \(Display.clean(String(parts[1].prefix(20)))) im Zeitplan")))
             }
-            return .respond(control(.ringNow, ["id": .number(Double(n))], start: true))
+            return Self.daemon(.ringNow, ["id": .number(Double(n))], start: true)
         default:
             return .respond(.error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
                                                         "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))")))
@@ -225,7 +238,7 @@ public final class WebAPI {
     // MARK: the daemon
 
     /// A typed command to the daemon; its status as the answer.
-    func control(_ command: ControlCommand, _ args: [String: JSON], start: Bool) -> Response {
+    static func control(_ command: ControlCommand, _ args: [String: JSON], start: Bool) -> Response {
         do throws(ControlError) {
             let client = try ControlClient.connect(startIfNeeded: start)
             let result = try client.request(command, args, timeoutMs: 5000)

@@ -58,6 +58,8 @@ public final class WebServer {
         /// An event stream's device, and when it was last found still paired.
         var device: Int64?
         var pairedCheckedAt = 0.0
+        /// What a waiting job's connection is answered if the job is late (its deadline).
+        var fallback: Response?
         var handshaken = false
         var tlsWantsWrite = false
         init(fd: Int32, id: Int, peer: String, now: Double, headTimeout: Double) {
@@ -180,7 +182,8 @@ public final class WebServer {
                 return list
             }
             for (id, response) in done {
-                if let c = connections.values.first(where: { $0.id == id }) { respond(c, response, now: after) }
+                // A job answered late, after its fallback went out: its answer is dropped.
+                if let c = connections.values.first(where: { $0.id == id }), case .waiting = c.stage { respond(c, response, now: after) }
             }
         }
         if fds[1].revents != 0 { acceptAll(now: after) }
@@ -214,7 +217,12 @@ public final class WebServer {
             case .writing, .lingering:
                 drop(c)
             case .waiting:
-                c.deadline = after + 3600
+                if let fallback = c.fallback {
+                    c.fallback = nil
+                    respond(c, fallback, now: after)
+                } else {
+                    c.deadline = after + 3600
+                }
             }
         }
     }
@@ -408,8 +416,9 @@ public final class WebServer {
             queue(c, Response.eventStreamHead(), now: now)
             events.wanted = true
             queue(c, events.snapshot(), now: now)
-        case .background(let job):
-            c.deadline = now + 3600
+        case .background(let job, let fallback):
+            c.deadline = now + (fallback?.after ?? 3600)
+            c.fallback = fallback?.response
             let id = c.id, wake = wakeWrite, finished = self.finished
             let language = request.language
             // A thread of its own, not Dispatch's pool: once used, its Linux workqueue woke
