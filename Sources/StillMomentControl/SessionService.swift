@@ -633,32 +633,12 @@ public final class SessionService {
         }
     }
 
-    /// How often a playing guided meditation's position is saved, so a daemon that is
-    /// killed or crashes loses at most this much of it (one small catalog update, on the
-    /// worker, like the practice log's checkpoint).
-    static let positionSaveInterval: Int64 = 5_000
-    private var lastPositionSave: (session: Int, at: Int64, position: Int64)?
-
+    /// The runner's cadence (what was heard, a guided meditation's place, every 5 s),
+    /// its writing on the worker: the loop never waits on the disk.
     private func savePositionPeriodically(_ s: HostedSession) {
-        let now = MonotonicClock.milliseconds()
-        if let last = lastPositionSave, last.session == s.id, now - last.at < Self.positionSaveInterval { return }
         let runner = s.runner
-        guard let g = s.guided, s.source == .guided else {
-            lastPositionSave = (s.id, now, 0)
-            worker.run("checkpoint") { runner.checkpoint(); return nil }
-            return
-        }
-        let position = g.filePosition
-        let unchanged = lastPositionSave.map { $0.session == s.id && $0.position == position } ?? false
-        lastPositionSave = (s.id, now, position)
-        let log = self.log
-        worker.run("save position") {
-            runner.checkpoint()
-            if !unchanged {      // paused: nothing new to write
-                do throws(CoreError) { try g.savePosition() } catch { log.error("cannot save the position: \(error.description)") }
-            }
-            return nil
-        }
+        guard runner.keepUpDue() else { return }
+        worker.run("keep up") { runner.keepUp(); return nil }
     }
 
     /// Ends the session playing now (SIGTERM): a 1-s fade, the position saved, the device

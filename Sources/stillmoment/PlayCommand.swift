@@ -53,7 +53,7 @@ struct PlayCommand: ParsableCommand {
             return
         }
         // A render is not listening: the saved position stays as it was.
-        try playGuided(makeSession, rendering: output, savePosition: output == nil)
+        try playGuided(makeSession, rendering: output)
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {
@@ -84,7 +84,7 @@ struct PreviewCommand: ParsableCommand {
     func run() throws {
         do { _ = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
         if output != nil || foreground {
-            try playGuided(makeSession, rendering: output, savePosition: false)
+            try playGuided(makeSession, rendering: output)
             return
         }
         var args: [String: JSON] = ["id": .string(id), "preview": .bool(true)]
@@ -112,8 +112,7 @@ func sessionOutput(file: String?, device: String?, format: String? = nil) throws
 
 /// Opens the store, makes the session (a device that cannot open exits 3, any other bad
 /// input 2) and plays it with a progress bar (terminal) or quietly (script).
-func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rendering: String?,
-                savePosition: Bool = true) throws {
+func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rendering: String?) throws {
     let store = try openStore()
     let session: GuidedSession
     do {
@@ -139,15 +138,10 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   " + Texts.text("play keys", [])
     }
     var stopped = false
-    var lastSave = (at: MonotonicClock.milliseconds(), position: session.filePosition)
     while true {
         let s = session.engine.state
-        // Saved every few seconds while it plays: a crash or a kill loses only that much.
-        if MonotonicClock.milliseconds() - lastSave.at >= 5_000 {
-            runner.checkpoint()
-            if savePosition, session.filePosition != lastSave.position { try? session.savePosition() }
-            lastSave = (MonotonicClock.milliseconds(), session.filePosition)
-        }
+        // The place kept every few seconds while it plays: a crash or a kill loses only that much.
+        runner.keepUpIfDue()
         if s == .finished || s == .stopped || s == .failed { break }
         if signals.received != nil {
             stopped = true

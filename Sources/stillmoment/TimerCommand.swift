@@ -169,12 +169,8 @@ struct TimerRunner {
         }
         var lastState: TimerState?
         var lastPaused = false
-        var lastCheckpoint = MonotonicClock.milliseconds()
         while true {
-            if MonotonicClock.milliseconds() - lastCheckpoint >= 5_000 {
-                runner.checkpoint()
-                lastCheckpoint = MonotonicClock.milliseconds()
-            }
+            runner.keepUpIfDue()
             let engineState = session.engine.state
             if engineState == .finished || engineState == .stopped || engineState == .failed { break }
             if let sig = signals.received {

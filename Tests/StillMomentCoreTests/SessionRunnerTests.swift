@@ -73,4 +73,41 @@ struct SessionRunnerTests {
         let saved = try store.find(m.id).lastPosition
         #expect(saved != 500, "the played session saved its own position (\(String(describing: saved)))")
     }
+
+    @Test("the runner's cadence: its turn every 5 s, once; the place kept when it moved, never by a render")
+    func cadence() throws {
+        let home = TempFolder()
+        let store = try LibraryStore(home: home.path)
+        guard case .imported(let m) = try Importer(store: store).importFile(GuidedTests.fixtures + "/cbr.mp3") else {
+            Issue.record("not imported")
+            return
+        }
+        let catalog = try SoundCatalog.load(folder: Self.sounds)
+        let played = try GuidedSession(meditation: m, store: store, catalog: catalog,
+                                       output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)), from: 200)
+        played.pause()
+        let runner = try SessionRunner(played)
+        let t0 = MonotonicClock.milliseconds()
+        #expect(!runner.keepUpDue(now: t0 + 1_000))
+        #expect(runner.keepUpDue(now: t0 + 5_100))
+        #expect(!runner.keepUpDue(now: t0 + 5_200), "one turn per 5 s")
+        try store.savePosition(id: m.id, ms: 1)
+        runner.keepUp()
+        let first = try store.find(m.id).lastPosition
+        #expect(first != nil && first != 1, "the place is kept (\(String(describing: first)))")
+        try store.savePosition(id: m.id, ms: 1)
+        runner.keepUp()
+        #expect(try store.find(m.id).lastPosition == 1, "not moved (paused): nothing written")
+        played.fadeOut(seconds: 0)
+        played.waitUntilOver(timeout: 30)
+        runner.finish()
+
+        let render = try GuidedSession(meditation: m, store: store, catalog: catalog, output: .file(path: home.file("c.wav")))
+        let r = try SessionRunner(render, rendered: true)
+        try store.savePosition(id: m.id, ms: 7)
+        r.keepUp()
+        #expect(try store.find(m.id).lastPosition == 7, "a render keeps the saved place")
+        render.waitUntilOver(timeout: 30)
+        r.finish()
+    }
 }

@@ -134,6 +134,10 @@ public final class GuidedSession: Session {
 
     // MARK: Session
 
+    /// A preview keeps no place; a guided meditation keeps where it is heard.
+    public var keptPosition: Int64? { kind == .preview ? nil : filePosition }
+    public func keepPosition() throws(CoreError) { if kind != .preview { try savePosition() } }
+
     public var summary: String { meditation.name }
     public var meditationID: String? { meditation.id }
     public var teacher: String? { meditation.teacher.isEmpty ? nil : meditation.teacher }

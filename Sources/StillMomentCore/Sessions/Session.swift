@@ -71,11 +71,18 @@ public protocol Session: AnyObject, Sendable {
     /// The meditation and its teacher, for a guided meditation.
     var meditationID: String? { get }
     var teacher: String? { get }
+    /// Where it is in what it plays, when that is worth keeping (a guided meditation's
+    /// position in its file, ms); nil for the others.
+    var keptPosition: Int64? { get }
+    /// Keeps `keptPosition` (a guided meditation saves it in the catalog).
+    func keepPosition() throws(CoreError)
 }
 
 extension Session {
     public var meditationID: String? { nil }
     public var teacher: String? { nil }
+    public var keptPosition: Int64? { nil }
+    public func keepPosition() throws(CoreError) {}
 
     /// Fades out, waits until the fade is over and releases the output.
     public func stop(fade seconds: Double) {

@@ -4,6 +4,7 @@
 /// entry) happens here, once, through `onEnd`.
 import FoundationEssentials
 import Glibc
+import StillMomentAudio
 import Synchronization
 
 /// What a session was, when it has ended: what the practice log keeps.
@@ -66,11 +67,45 @@ public final class SessionRunner: Sendable {
         }
     }
 
-    /// Notes what was heard so far in the open log entry (every few seconds, by whoever
-    /// drives the session).
+    /// Notes what was heard so far in the open log entry.
     public func checkpoint() {
         guard let log, state.withLock({ $0.record == nil }) else { return }
         try? log.update(id: id, heardMilliseconds: session.heardMilliseconds)
+    }
+
+    // MARK: the cadence every driver keeps (the daemon, --foreground)
+
+    /// How often what was heard goes into the log and a guided meditation's place is kept:
+    /// a crash or a kill loses at most this much.
+    public static let keepEvery: Int64 = 5_000
+    /// When the cadence last ran (MonotonicClock ms) and the position it kept.
+    private let kept = Mutex<(at: Int64, position: Int64?)>((MonotonicClock.milliseconds(), nil))
+
+    /// Whether it is time to keep up (claims the turn: asked again at once, it says no).
+    /// Cheap, for a loop that must not wait on the disk; `keepUp` then does the writing.
+    public func keepUpDue(now: Int64 = MonotonicClock.milliseconds()) -> Bool {
+        kept.withLock { k in
+            guard now - k.at >= Self.keepEvery else { return false }
+            k.at = now
+            return true
+        }
+    }
+
+    /// Notes what was heard and keeps the place when it moved (never for a render: it
+    /// keeps the one saved). May wait on the disk.
+    public func keepUp() {
+        checkpoint()
+        guard !rendered, state.withLock({ $0.record == nil }), let position = session.keptPosition else { return }
+        let moved = kept.withLock { k -> Bool in
+            defer { k.position = position }
+            return k.position != position
+        }
+        if moved { try? session.keepPosition() }
+    }
+
+    /// Both, for a driver on a thread that may wait: what a loop calls on each turn.
+    public func keepUpIfDue() {
+        if keepUpDue() { keepUp() }
     }
 
     private func record(reason: EndReason) -> SessionRecord {
