@@ -11,6 +11,18 @@ import Logging
 import StillMomentAudio
 import StillMomentCore
 
+/// What the schedule needs of whoever plays: whether the device is free, when the last sit
+/// ended, and the three things an entry starts. The session service is one; the scheduler
+/// knows nothing else of it.
+protocol ScheduleHost: AnyObject {
+    var deviceFree: Bool { get }
+    var lastSitEnded: Double? { get }
+    /// Each returns the id of the session it started (opened on the device worker).
+    func ringBell(sound id: String, strikes: Int, volume: Double) throws(ProtocolError) -> Int
+    func startScheduledTimer(preset ref: LibraryRef?, request: TimerRequest) throws(ProtocolError) -> Int
+    func startScheduledPlay(meditation ref: LibraryRef) throws(ProtocolError) -> Int
+}
+
 final class Scheduler {
     /// How long a scheduled sit waits for the device (10 min; the tests shorten it with
     /// STILLMOMENT_SCHEDULE_WAIT, in seconds).
@@ -80,7 +92,7 @@ final class Scheduler {
     }
 
     /// Runs what is due. Called from the daemon's loop after every wake-up.
-    func tick(_ host: SessionService) {
+    func tick(_ host: some ScheduleHost) {
         let wall = Self.wallClock()
         let base = wall - Self.monotonic()
         if abs(base - clockBase) > 2 {
@@ -96,7 +108,7 @@ final class Scheduler {
         decide(host, now: wall)
     }
 
-    private func decide(_ host: SessionService, now: Double) {
+    private func decide(_ host: some ScheduleHost, now: Double) {
         let entries: [ScheduleEntry]
         let quiet: Set<CivilDate>
         do {
@@ -132,7 +144,7 @@ final class Scheduler {
     }
 
     /// Runs one occurrence (or the entry now, for `ring-now`).
-    func run(_ entry: ScheduleEntry, at: Int64, host: SessionService, now: Double, manual: Bool = false) {
+    func run(_ entry: ScheduleEntry, at: Int64, host: some ScheduleHost, now: Double, manual: Bool = false) {
         if !manual { handled(entry.id, at) }
         if let problem = entry.problem {
             record(entry.id, at: at, "failed", problem.text(.en))
@@ -165,7 +177,7 @@ final class Scheduler {
         }
     }
 
-    private func start(_ entry: ScheduleEntry, at: Int64, host: SessionService, manual: Bool) {
+    private func start(_ entry: ScheduleEntry, at: Int64, host: some ScheduleHost, manual: Bool) {
         do {
             switch entry.action {
             case .timer(let preset, let request): opening[try host.startScheduledTimer(preset: preset, request: request)] = (entry.id, at)
@@ -178,7 +190,7 @@ final class Scheduler {
         }
     }
 
-    private func retryWaiting(_ host: SessionService, now: Double) {
+    private func retryWaiting(_ host: some ScheduleHost, now: Double) {
         guard !waiting.isEmpty else { return }
         var still: [(entry: ScheduleEntry, at: Int64, since: Double)] = []
         for w in waiting {

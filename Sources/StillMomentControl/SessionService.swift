@@ -32,7 +32,7 @@ extension SessionSource {
     }
 }
 
-public final class SessionService {
+public final class SessionService: ScheduleHost {
     let store: LibraryStore
     let coordinator = AudioSessionCoordinator()
     let log: Logger
