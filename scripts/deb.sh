@@ -43,6 +43,10 @@ if [ "$want" != "$version" ]; then
       cat debian/changelog; } > "$stage/debian/changelog"
     export STILLMOMENT_SKIP_VERSION_CHECK=1
 fi
+# Every staged file dated as the changelog's entry (a clone's files carry their checkout
+# time; dh_builddeb clamps only what is newer): the same source gives the same package.
+epoch=$(dpkg-parsechangelog -l "$stage/debian/changelog" -S Timestamp)
+find "$stage" -exec touch -h -d "@$epoch" {} +
 arch=$(dpkg --print-architecture)
 rm -f "$out"/stillmoment_"$want"_*
 (cd "$stage" && dpkg-buildpackage -b -us -uc --no-sign >"../build-$want.log" 2>&1) || {
