@@ -8,15 +8,22 @@ DESTDIR ?=
 DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
 DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl
 DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-venv chromium chromium-driver
+# Debian packages: to make the .deb, and to test it (lintian, systemd-analyze, a clean root).
+DEB_DEB := $(DEB_BUILD) debhelper dpkg-dev fakeroot
+DEB_TEST_DEB := $(DEB_DEB) lintian systemd debootstrap util-linux
 FUZZ_SECONDS ?= 60
 # The CI-sized fuzz run in `make test`: this many seconds per target.
 FUZZ_CI_SECONDS ?= 30
 TIMING_SECONDS ?= 600
 
+# The version: VERSION is the one place; `stillmoment --version`, the package and its
+# changelog take it from there (Sources/stillmoment/Version.swift is generated from it).
+VERSION := $(shell cat VERSION)
+
 BINDIR := $(PREFIX)/bin
 DATADIR := $(PREFIX)/share
 
-.PHONY: deps deps-test deps-bench build release run test test-hw bench fuzz faults install uninstall clean
+.PHONY: deps deps-test deps-bench version build release run test test-hw test-deb deb bench fuzz faults install uninstall clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -27,7 +34,16 @@ deps-test:
 deps-bench:
 	@scripts/deps.sh $(DEB_BENCH)
 
-build: deps
+# Sources/stillmoment/Version.swift from VERSION (rewritten only when it differs, so a
+# build that needs nothing does nothing).
+version:
+	@printf '%s\n' '// Generated from VERSION by `make version` (the Makefile checks it before each build);' \
+	    '// kept in the tree so that a plain `swift build` works. Edit VERSION, not this file.' \
+	    'let stillmomentVersion = "$(VERSION)"' > .version.swift.tmp
+	@cmp -s .version.swift.tmp Sources/stillmoment/Version.swift || cp .version.swift.tmp Sources/stillmoment/Version.swift
+	@rm -f .version.swift.tmp
+
+build: deps version
 	$(SWIFT) build
 
 # The Swift runtime linked in statically: one binary to copy to a Pi, and a smaller RSS.
@@ -35,7 +51,7 @@ build: deps
 # daemon runs together (scripts/code-order.sh says why; Package.swift passes the order).
 RELEASE_FLAGS = -c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -function-sections
 
-release: deps
+release: deps version
 	$(SWIFT) build $(RELEASE_FLAGS)
 
 # The main job: a 1-minute session with interval gongs every 20 s and the forest
@@ -70,6 +86,20 @@ test: deps-test
 # measured (hw/README.md). About 7 minutes on 2 cores; installs what it needs.
 test-hw: release
 	bash hw/rig.sh
+
+# The Debian package, stillmoment_$(VERSION)_ARCH.deb here, from the release binary
+# (scripts/deb.sh: dpkg-buildpackage and debhelper in a staged copy under .build/deb).
+deb: release
+	@scripts/deps.sh $(DEB_DEB)
+	bash scripts/deb.sh
+
+# The package's tests (Tests/deb/deb-tests.sh): lintian, systemd-analyze verify and
+# security on the system unit, and install, upgrade from an older package and catalog
+# schema, remove, reinstall and purge in a clean Debian 12 root (debootstrap; the base
+# is kept in .build/deb-cache). Needs root.
+test-deb: deb
+	@scripts/deps.sh $(DEB_TEST_DEB)
+	bash Tests/deb/deb-tests.sh
 
 bench: deps-bench release
 	@rm -f bench-out/results.txt

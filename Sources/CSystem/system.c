@@ -89,6 +89,14 @@ int sm_peer_credentials(int fd, uid_t *uid, pid_t *pid) {
     return 0;
 }
 
+int sm_peer_gid(int fd, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) return -errno;
+    *gid = cred.gid;
+    return 0;
+}
+
 int sm_set_nonblocking(int fd, int on) {
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0) return -errno;

@@ -7,7 +7,51 @@ import StillMomentCore
 
 /// Where the control socket lives: `$XDG_RUNTIME_DIR/stillmoment/control.sock`, else
 /// `/tmp/stillmoment-$UID/control.sock`; the folder is the user's own, mode 0700.
+/// The system service (dist/debian) runs with `XDG_RUNTIME_DIR=/run` and
+/// `STILLMOMENT_CONTROL_GROUP`: its folder, `/run/stillmoment`, is 0750 and its socket
+/// 0660, both of that group, whose members it serves besides its own user.
 public enum ControlPaths {
+    /// The system service's folder: systemd makes it (`RuntimeDirectory=`) in /run, where
+    /// only root may make anything. A client looks there after its own places.
+    public static let systemFolder = "/run/stillmoment"
+
+    /// `$STILLMOMENT_CONTROL_GROUP`, the group whose members may control this daemon
+    /// besides its own user: nil when unset (the default: its own user only).
+    public static func controlGroup() throws(ControlError) -> gid_t? {
+        guard let name = Environment.value("STILLMOMENT_CONTROL_GROUP"), !name.isEmpty else { return nil }
+        guard let group = getgrnam(name) else {
+            throw ControlError.io("STILLMOMENT_CONTROL_GROUP: there is no group named \(ControlError.oneLine(name))")
+        }
+        return group.pointee.gr_gid
+    }
+
+    /// Whether a peer (its uid, and its gid as it connected, from SO_PEERCRED) may control
+    /// this daemon: our own uid; or, with a control group, a peer whose gid is that group,
+    /// or whose user has it as its primary group or is in its member list (read from the
+    /// group database at each connection: a user removed from the group is refused at once).
+    static func mayControl(uid: uid_t, gid: gid_t, group: gid_t?) -> Bool {
+        if uid == geteuid() { return true }
+        guard let group else { return false }
+        if gid == group { return true }
+        guard let pw = getpwuid(uid) else { return false }
+        if pw.pointee.pw_gid == group { return true }
+        let name = String(cString: pw.pointee.pw_name)
+        guard let gr = getgrgid(group), var member = gr.pointee.gr_mem else { return false }
+        while let m = member.pointee {
+            if String(cString: m) == name { return true }
+            member += 1
+        }
+        return false
+    }
+
+    /// Opens the socket just bound to the control group (0660, that group); nothing without one.
+    static func shareWithGroup(_ socketPath: String) throws(ControlError) {
+        guard let group = try controlGroup() else { return }
+        if chown(socketPath, uid_t.max, group) != 0 || chmod(socketPath, 0o660) != 0 {
+            throw ControlError.io("cannot open \(socketPath) to group \(group): \(String(cString: strerror(errno)))")
+        }
+    }
+
     public static var folder: String {
         if let runtime = Environment.value("XDG_RUNTIME_DIR") { return runtime + "/stillmoment" }
         // cron leaves XDG_RUNTIME_DIR unset, but systemd's folder for this user
@@ -29,15 +73,17 @@ public enum ControlPaths {
         var list = [folder]
         let systemd = "/run/user/\(getuid())/stillmoment"
         let tmp = "/tmp/stillmoment-\(getuid())"
-        for other in [systemd, tmp] where !list.contains(other) { list.append(other) }
+        for other in [systemd, tmp, systemFolder] where !list.contains(other) { list.append(other) }
         return list.map { $0 + "/control.sock" }
     }
     static var lock: String { folder + "/daemon.lock" }
 
     /// Creates the folder (0700) if needed and checks that it is a real folder of ours
-    /// that nobody else can enter (in /tmp another user could have made it first).
+    /// that nobody else can enter (in /tmp another user could have made it first). With a
+    /// control group, the folder is 0750 and of that group: its members may enter it.
     public static func prepareFolder() throws(ControlError) {
         let path = folder
+        let group = try controlGroup()
         if mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw ControlError.io("cannot create \(path): \(String(cString: strerror(errno)))")
         }
@@ -47,7 +93,14 @@ public enum ControlPaths {
         guard st.st_uid == geteuid() else {
             throw ControlError.io("\(path) belongs to another user; remove it or set XDG_RUNTIME_DIR")
         }
-        if st.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
+        if let group {
+            if st.st_gid != group, chown(path, uid_t.max, group) != 0 {
+                throw ControlError.io("cannot give \(path) to group \(group): \(String(cString: strerror(errno)))")
+            }
+            if st.st_mode & 0o777 != 0o750, chmod(path, 0o750) != 0 {
+                throw ControlError.io("cannot make \(path) mode 0750: \(String(cString: strerror(errno)))")
+            }
+        } else if st.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
             throw ControlError.io("cannot make \(path) private: \(String(cString: strerror(errno)))")
         }
     }
@@ -76,6 +129,7 @@ extension ControlPaths {
                           : "\(folder) \(what): refusing to talk to a daemon there; \(todo)")
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else { return refuse(de ? "ist kein Ordner" : "is not a folder", remove) }
+        if folder == systemFolder { return distrustSystem(st, socket: socket, german: de) }
         guard st.st_uid == me else {
             return refuse(de ? "gehört einem anderen Benutzer (uid \(st.st_uid))" : "belongs to another user (uid \(st.st_uid))", remove)
         }
@@ -92,7 +146,31 @@ extension ControlPaths {
         return nil
     }
 
-    /// Connects to the socket only if it is trusted, and only to a peer of our own uid.
+    /// The system service's folder: whoever owns it (systemd made it for the service's
+    /// user), as long as /run is root's and closed to others, the folder is writable by
+    /// its owner only, and the socket is a socket of the folder's owner.
+    static func distrustSystem(_ st: stat, socket: stat?, german de: Bool) -> ControlError? {
+        let folder = systemFolder
+        func refuse(_ what: String) -> ControlError {
+            .untrusted(de ? "\(folder) \(what): keine Verbindung zum Systemdienst dort"
+                          : "\(folder) \(what): refusing to talk to a system service there")
+        }
+        var parent = stat()
+        guard lstat("/run", &parent) == 0, (parent.st_mode & S_IFMT) == S_IFDIR, parent.st_uid == 0, parent.st_mode & 0o022 == 0 else {
+            return refuse(de ? "liegt in einem /run, das nicht root allein gehört" : "is in a /run that is not root's alone")
+        }
+        guard st.st_mode & 0o022 == 0 else {
+            return refuse(de ? "ist für andere beschreibbar (Modus \(String(st.st_mode & 0o777, radix: 8)))" : "is writable by others (mode \(String(st.st_mode & 0o777, radix: 8)))")
+        }
+        guard let socket else { return nil }
+        guard (socket.st_mode & S_IFMT) == S_IFSOCK, socket.st_uid == st.st_uid else {
+            return refuse(de ? "enthält einen control.sock, der nicht dem Besitzer des Ordners gehört" : "holds a control.sock that is not its owner's")
+        }
+        return nil
+    }
+
+    /// Connects to the socket only if it is trusted, and only to a peer of our own uid
+    /// (in the system service's folder: of the folder's owner, the service's user).
     /// Returns the fd and the peer's pid (from the kernel, not from what it says), or
     /// -errno when nothing answers there.
     static func connectTrusted(_ socketPath: String, timeoutMs: Int32 = 5000) throws(ControlError) -> (fd: Int32, pid: pid_t) {
@@ -101,7 +179,13 @@ extension ControlPaths {
         guard fd >= 0 else { return (fd, 0) }
         var uid: uid_t = 0
         var pid: pid_t = 0
-        guard sm_peer_credentials(fd, &uid, &pid) == 0, uid == geteuid() else {
+        var expected = geteuid()
+        if socketPath == systemFolder + "/control.sock" {
+            var st = stat()
+            guard lstat(systemFolder, &st) == 0 else { close(fd); return (-ENOENT, 0) }
+            expected = st.st_uid
+        }
+        guard sm_peer_credentials(fd, &uid, &pid) == 0, uid == expected else {
             close(fd)
             let folder = String(socketPath[..<(socketPath.lastIndex(of: "/") ?? socketPath.startIndex)])
             throw ControlError.untrusted(Language.current == .de

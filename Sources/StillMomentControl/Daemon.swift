@@ -121,6 +121,11 @@ public final class Daemon {
             close(fd)
             throw ControlError.io("cannot find the socket just made at \(socketPath)")
         }
+        do { try ControlPaths.shareWithGroup(socketPath) } catch {
+            close(listening)
+            close(fd)
+            throw error
+        }
         return (fd, listening, (st.st_dev, st.st_ino))
     }
 

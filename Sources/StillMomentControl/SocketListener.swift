@@ -139,8 +139,11 @@ final class SocketListener {
             }
             var uid: uid_t = 0
             var pid: pid_t = 0
-            if sm_peer_credentials(fd, &uid, &pid) != 0 || uid != geteuid() {
-                log.warning("refused a connection from uid \(uid) (pid \(pid)): not our user")
+            var gid: gid_t = gid_t.max
+            let group = try? ControlPaths.controlGroup()
+            if sm_peer_credentials(fd, &uid, &pid) != 0 || sm_peer_gid(fd, &gid) != 0
+                || !ControlPaths.mayControl(uid: uid, gid: gid, group: group) {
+                log.warning("refused a connection from uid \(uid) (pid \(pid)): not our user\(group == nil ? "" : " nor in the control group")")
                 refuse(fd, ProtocolError(.forbidden, tr("this daemon serves only its own user (uid \(geteuid()))", "dieser Daemon bedient nur seinen eigenen Benutzer (uid \(geteuid()))")))
                 continue
             }

@@ -70,8 +70,10 @@ struct DaemonCommand: ParsableCommand {
 func connectDaemon(start: Bool) throws -> ControlClient {
     do {
         let client = try ControlClient.connect(startIfNeeded: start)
+        // The system service (a member of its group talking to it) keeps its own store, of
+        // its own user: only a daemon of ours must use our store.
         if start, !client.daemonHome.isEmpty, client.daemonHome != Paths.home,
-           realPath(client.daemonHome) != realPath(Paths.home) {
+           realPath(client.daemonHome) != realPath(Paths.home), ownedByUs(client.daemonHome) {
             let pid = client.daemonPID, theirs = client.daemonHome, ours = Paths.home
             throw Console.fail(tr("the running daemon (pid \(pid)) uses the store \(theirs), not \(ours); stop it with `kill \(pid)` or use the same STILLMOMENT_HOME",
                                   "der laufende Daemon (PID \(pid)) benutzt die Bibliothek in \(theirs), nicht in \(ours); beende ihn mit `kill \(pid)` oder nimm dasselbe STILLMOMENT_HOME"))
@@ -80,6 +82,12 @@ func connectDaemon(start: Bool) throws -> ControlClient {
     } catch let error as ControlError {
         throw Console.fail(error.description)
     }
+}
+
+/// Whether the folder is ours (false when it cannot be looked at: another user's).
+private func ownedByUs(_ path: String) -> Bool {
+    var st = stat()
+    return stat(path, &st) == 0 && st.st_uid == geteuid()
 }
 
 private func realPath(_ path: String) -> String {

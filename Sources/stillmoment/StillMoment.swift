@@ -14,7 +14,7 @@ struct StillMoment: ParsableCommand {
 
             Exit codes: 0 done (or stopped by you), 1 a failure, 2 bad input, 3 the sound device cannot be opened.
             """,
-        version: "0.1.0",
+        version: stillmomentVersion,
         subcommands: [
             TimerCommand.self, PresetCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self, EditCommand.self,
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,

@@ -19,6 +19,9 @@ int sm_unix_accept(int listen_fd);
 /* The peer's user and process ids (SO_PEERCRED). Returns 0 or -errno. */
 int sm_peer_credentials(int fd, uid_t *uid, pid_t *pid);
 
+/* The peer's group id as it connected (SO_PEERCRED's gid). Returns 0 or -errno. */
+int sm_peer_gid(int fd, gid_t *gid);
+
 /* Sets O_NONBLOCK on or off. Returns 0 or -errno. */
 int sm_set_nonblocking(int fd, int on);
 
