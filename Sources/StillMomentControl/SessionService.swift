@@ -662,14 +662,7 @@ public final class SessionService: ScheduleHost {
     private func stateKey() -> String {
         if let s = starting, active == nil { return "\(s.id)|starting|\(s.paused)" }
         guard let s = active else { return "idle|\(suspended?.meditation.id ?? "")" }
-        let paused = s.paused.load(ordering: .acquiring)
-        switch s.kind {
-        case .timer(let t): return "\(s.id)|\(t.plan.state(at: t.position).rawValue)|\(paused)"
-        case .guided(let g, _):
-            let p = g.position
-            return "\(s.id)|\(p < g.preparationEnd ? "p" : p < g.voiceStart ? "g" : "v")|\(paused)"
-        case .bell: return "\(s.id)|bell|\(paused)"
-        }
+        return "\(s.id)|\(s.session.snapshot.phase.rawValue)|\(s.paused.load(ordering: .acquiring))"
     }
 
     // MARK: status
@@ -709,48 +702,24 @@ public final class SessionService: ScheduleHost {
             o.realtime = stats.realtime == true
             o.device = engine.deviceInfo?.name ?? ""
         }
-        switch s.kind {
-        case .timer(let t):
-            let p = t.position
-            let plan = t.plan
-            // Before its first block and after its end the session's own state says
-            // nothing useful (idle, completed): the plan says which phase that frame is in.
-            let state = [.idle, .completed, .stopped].contains(t.state) ? plan.state(at: p) : t.state
-            o.state = Phase(rawValue: state.rawValue) ?? .running
-            o.elapsed = plan.elapsed(at: p)
-            o.remaining = plan.remaining(at: p)
-            o.duration = t.configuration.duration
-            if t.configuration.openEnded {
-                o.open = true
-                o.remaining = nil
-            }
-            if let section = plan.section(at: p) {
-                o.section = .init(index: section.index, kind: section.kind.rawValue, remaining: section.remaining,
-                                  count: plan.sections?.list.count ?? 0)
-            }
-            if let next = plan.nextGong(after: p), next > plan.meditationStart {
-                o.nextGong = plan.milliseconds(next - plan.meditationStart)
-            }
-        case .guided(let g, _):
-            let m = g.meditation
-            // Before the voice: the preparation, then the start gong and its pause, with
-            // the time until the voice begins.
-            let p = g.position
-            o.state = p < g.preparationEnd ? .preparation : p < g.voiceStart ? .startGong : .playing
-            if p < g.voiceStart {
-                o.startsIn = (g.voiceStart - p) * 1000 / Int64(g.engine.sampleRate)
-            }
+        // What the session says of itself; the status adds who it is and where a seek goes.
+        let snap = s.session.snapshot
+        o.state = Phase(rawValue: snap.phase.rawValue) ?? .running
+        o.elapsed = snap.elapsed
+        o.remaining = snap.remaining
+        o.duration = snap.duration
+        if snap.open { o.open = true }
+        o.section = snap.section.map { .init(index: $0.index, kind: $0.kind, remaining: $0.remaining, count: $0.count) }
+        o.nextGong = snap.nextGong
+        o.startsIn = snap.startsIn
+        o.position = snap.position
+        o.sound = snap.sound
+        if let m = s.guided?.meditation {
             o.meditation = .init(id: m.id, name: m.name, teacher: m.teacher)
             if let target = s.seekTarget.withLock({ $0 }) {
                 o.position = target
                 o.seeking = true
-            } else {
-                o.position = g.filePosition
             }
-            o.duration = m.trimEnd ?? m.durationMilliseconds
-        case .bell(let b):
-            o.state = .bell
-            o.sound = b.sound.id
         }
         return o
     }

@@ -227,46 +227,41 @@ struct TimerRunner {
         return .completed
     }
 
+    /// The live line, from what the session says of itself (times rounded up for a countdown).
     private func line(stopping: Bool) -> String {
-        let p = session.position
-        let plan = session.plan
-        let state = plan.state(at: p)
+        let snap = session.snapshot
+        let state = TimerState(rawValue: snap.phase.rawValue) ?? .running
         var parts: [String] = []
         if stopping {
             parts.append("■ " + TimerState.stopped.name(language))
-        } else if session.isPaused {
+        } else if snap.paused {
             parts.append("⏸ " + text("paused") + " (" + state.name(language) + ")")
         } else {
             parts.append("▶ " + state.name(language))
         }
         if state == .preparation {
-            parts.append(text("starts in", TimeText.clock(plan.remaining(at: p) + 999)))
+            parts.append(text("starts in", TimeText.clock((snap.remaining ?? 0) + 999)))
         } else {
-            parts.append(text("elapsed", TimeText.clock(plan.elapsed(at: p))))
-            if !plan.openEnded {
-                parts.append(text("left", TimeText.clock(plan.remaining(at: p) + (p < plan.meditationEnd ? 999 : 0))))
+            parts.append(text("elapsed", TimeText.clock(snap.elapsed ?? 0)))
+            if let left = snap.remaining {
+                parts.append(text("left", TimeText.clock(left + ([.running, .startGong].contains(state) ? 999 : 0))))
             }
-            if let section = plan.section(at: p) {
-                parts.append(Texts.sectionLine(kind: section.kind.rawValue, index: section.index,
-                                               count: plan.sections?.list.count ?? 0, remaining: section.remaining + 999))
+            if let section = snap.section {
+                parts.append(Texts.sectionLine(kind: section.kind, index: section.index, count: section.count, remaining: section.remaining + 999))
             }
-            if let next = plan.nextGong(after: p), next > plan.meditationStart {
-                parts.append(text("next gong", TimeText.clock(plan.milliseconds(next - plan.meditationStart))))
-            }
+            if let next = snap.nextGong { parts.append(text("next gong", TimeText.clock(next))) }
         }
         if !stopping { parts.append(text("keys")) }
         return parts.joined(separator: "   ")
     }
 
     private func plainLine(state: TimerState, paused: Bool) -> String {
-        let p = session.position
-        let plan = session.plan
+        let snap = session.snapshot
         let name = paused ? text("paused") + " (" + state.name(language) + ")" : state.name(language)
-        var line = "\(name)  \(text("elapsed", TimeText.clock(plan.elapsed(at: p))))"
-        if !plan.openEnded { line += "  " + text("left", TimeText.clock(plan.remaining(at: p))) }
-        if let section = plan.section(at: p) {
-            line += "  " + Texts.sectionLine(kind: section.kind.rawValue, index: section.index,
-                                             count: plan.sections?.list.count ?? 0, remaining: section.remaining)
+        var line = "\(name)  \(text("elapsed", TimeText.clock(snap.elapsed ?? 0)))"
+        if let left = snap.remaining { line += "  " + text("left", TimeText.clock(left)) }
+        if let section = snap.section {
+            line += "  " + Texts.sectionLine(kind: section.kind, index: section.index, count: section.count, remaining: section.remaining)
         }
         return line
     }

@@ -76,6 +76,8 @@ public protocol Session: AnyObject, Sendable {
     var keptPosition: Int64? { get }
     /// Keeps `keptPosition` (a guided meditation saves it in the catalog).
     func keepPosition() throws(CoreError)
+    /// What it is doing now, for every reader (status, events, the live view).
+    var snapshot: SessionSnapshot { get }
 }
 
 extension Session {
