@@ -6,7 +6,7 @@ DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
-DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl
+DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-pytest python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl
 DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-venv chromium chromium-driver
 FUZZ_SECONDS ?= 60
 # The CI-sized fuzz run in `make test`: this many seconds per target.
