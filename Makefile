@@ -57,7 +57,6 @@ test: deps-test
 	bash fuzz/run.sh $(FUZZ_CI_SECONDS)
 	bash Tests/cli/library-faults.sh
 	python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
-	python3 Tests/cli/daemon-tests.py
 	python3 Tests/cli/seek-end-tests.py
 	python3 Tests/cli/service-latency.py
 	python3 Tests/cli/pause-click-tests.py
