@@ -58,7 +58,6 @@ test: deps-test
 	bash Tests/cli/library-faults.sh
 	python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
 	python3 Tests/cli/seek-end-tests.py
-	python3 Tests/cli/service-latency.py
 	python3 Tests/cli/pause-click-tests.py
 	python3 Tests/cli/standby-tests.py
 	bash scripts/webenv.sh
