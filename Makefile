@@ -59,7 +59,6 @@ test: deps-test
 	python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
 	python3 Tests/cli/seek-end-tests.py
 	python3 Tests/cli/pause-click-tests.py
-	python3 Tests/cli/standby-tests.py
 	bash scripts/webenv.sh
 	.build/web-venv/bin/python Tests/cli/web-tests.py
 
