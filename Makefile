@@ -57,7 +57,6 @@ test: deps-test
 	bash fuzz/run.sh $(FUZZ_CI_SECONDS)
 	bash Tests/cli/library-faults.sh
 	python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
-	python3 Tests/cli/pause-click-tests.py
 	bash scripts/webenv.sh
 	.build/web-venv/bin/python Tests/cli/web-tests.py
 
