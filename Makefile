@@ -58,7 +58,7 @@ test: deps-test
 	bash Tests/cli/library-faults.sh
 	python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
 	bash scripts/webenv.sh
-	.build/web-venv/bin/python Tests/cli/web-tests.py
+	.build/web-venv/bin/python $(PYTEST) Tests/cli/test_web.py
 
 # The real ALSA kernel-driver path: Debian's kernel with snd-aloop booted under qemu (no
 # KVM needed), the release binary playing on hw:Loopback, plughw and dmix, captured and
