@@ -107,7 +107,7 @@ def hard(web):
             p.wait()
 
 
-def test_an_empty_accept_language_part_is_answered_and_the_web_app_lives(web, hard):
+def test_hardening_an_empty_accept_language_part_is_answered_and_the_web_app_lives(web, hard):
     answers = []
     for value in BAD_LANGUAGES:
         for path in ("/", "/api/status", "/nothing"):
@@ -128,7 +128,7 @@ def test_an_empty_accept_language_part_is_answered_and_the_web_app_lives(web, ha
     assert alive and all(a.startswith(b"HTTP/1.1 ") for a in answers) and status == 200, (set(answers), status)
 
 
-def test_api_timer_never_chooses_a_sound_device(web, hard):
+def test_hardening_api_timer_never_chooses_a_sound_device(web, hard):
     """ALSA's file plugin would run FILE="|cmd": refused as /api/play's device is."""
     proof = os.path.join(web.DIR, "proof")
     status, _, body = web.request(hard.port, "POST", "/api/timer",
@@ -141,7 +141,7 @@ def test_api_timer_never_chooses_a_sound_device(web, hard):
     assert not os.path.exists(proof) and web.daemon_status().get("state") == "idle"
 
 
-def test_upload_names_that_look_like_options_are_names(web, hard):
+def test_hardening_upload_names_that_look_like_options_are_names(web, hard):
     hard.outcomes = []
     for i, name in enumerate(("-x.mp3", "--help")):
         mp3 = os.path.join(web.DIR, f"dash{i}.mp3")
@@ -152,7 +152,7 @@ def test_upload_names_that_look_like_options_are_names(web, hard):
     assert [b["meditation"]["file"] for _, b in hard.outcomes] == ["-x.mp3", "--help"]
 
 
-def test_web_names_by_the_cli_rule_and_a_scheduled_meditation_deleted_only_with_force(web, hard):
+def test_hardening_web_names_by_the_cli_rule_and_a_scheduled_meditation_deleted_only_with_force(web, hard):
     """The same rules as the CLI's, from Core: a tab or U+202E in a name is refused; a
     meditation a schedule entry plays is deleted only with force (409 in-use naming the
     entry first). The uploads go again: the library tests below start from an empty store."""
@@ -173,7 +173,7 @@ def test_web_names_by_the_cli_rule_and_a_scheduled_meditation_deleted_only_with_
     assert forced == 200 and [e.get("broken") for e in entries if e.get("name") == "Dash at six"][0], entries
 
 
-def test_a_crash_mid_upload_leaves_a_partial_file_removed_when_a_web_app_starts_again(web, hard):
+def test_hardening_a_crash_mid_upload_leaves_a_partial_file_removed_when_a_web_app_starts_again(web, hard):
     s = cut_upload(hard.port, hard.token)
     smtest.wait_for(lambda: os.path.isdir(hard.up) and os.listdir(hard.up), 5)
     time.sleep(0.3)
@@ -190,7 +190,7 @@ def test_a_crash_mid_upload_leaves_a_partial_file_removed_when_a_web_app_starts_
     assert len(partial) == 1 and left == ["upload-live.mp3"], (partial, left)
 
 
-def test_the_pairing_lockout_survives_a_crash_and_is_per_client_address(web, hard):
+def test_hardening_the_pairing_lockout_survives_a_crash_and_is_per_client_address(web, hard):
     """Wrong PINs are counted on disk and per client address (127.0.0.3 guesses, .4 pairs)."""
     codes = [web.request(hard.port, "POST", "/api/pair", {"pin": "000000" if i % 2 else "999999", "name": "x"},
                          source="127.0.0.3")[0] for i in range(5)]
@@ -203,7 +203,7 @@ def test_the_pairing_lockout_survives_a_crash_and_is_per_client_address(web, har
     assert other == 200, "another client address is not locked by the first one's wrong PINs"
 
 
-def test_over_tls_too_an_empty_accept_language_part_is_answered(web, hard):
+def test_hardening_over_tls_too_an_empty_accept_language_part_is_answered(web, hard):
     cert, key = certificate(web, "hardening")
     hard.tls_web, tls_port = web.start_web("--tls", cert, key)
     outs = [tls_exchange(tls_port, f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{tls_port}\r\nAccept-Language: {v}\r\n\r\n".encode())[:12]
