@@ -6,7 +6,6 @@ import json
 import os
 import struct
 import subprocess
-import time
 
 import pytest
 
@@ -210,67 +209,8 @@ def test_a_file_name_that_is_not_utf8_imports(library):
 
 
 # ------------------------------------------------------------------ 4. another user's folder
-
-FAKE = r'''
-import os, socket, sys
-folder, w = sys.argv[1], int(sys.argv[2])
-os.setgid(65534)
-os.setuid(65534)
-srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-srv.bind(folder + "/control.sock")
-srv.listen(4)
-os.write(w, b"1")
-srv.settimeout(8)
-data = b""
-try:
-    conn, _ = srv.accept()
-    mark = os.open(folder + "/received", os.O_WRONLY | os.O_CREAT, 0o666)
-    os.write(mark, b"connected;")
-    os.close(mark)
-    conn.settimeout(2)
-    conn.sendall(b'{"hello":{"version":1,"pid":1,"home":"/x\\u001b[2J"}}\n')
-    data = conn.recv(65536)
-except OSError:
-    pass
-fd = os.open(folder + "/received", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-os.write(fd, data)
-os.close(fd)
-'''
-
-
-@pytest.fixture
-def foreign_folder(open_home):
-    """The runtime folder owned by `nobody`, with a fake daemon of theirs listening in it."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to act as another user")
-    home = open_home
-    folder = home.folder
-    os.chmod(home.dir, 0o755)
-    os.chmod(home.runtime, 0o755)
-    os.mkdir(folder, 0o700)
-    os.chown(folder, 65534, 65534)
-    r, w = os.pipe()
-    fake = home.track(subprocess.Popen(["python3", "-c", FAKE, folder, str(w)], pass_fds=(w,),
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    os.close(w)
-    home.fake = fake
-    home.listening = smtest.wait_for(lambda: os.read(r, 1) == b"1", 1)
-    os.close(r)
-    yield folder
-    smtest.kill_pid(fake.pid)
-
-
-def test_another_users_runtime_folder_is_refused_and_nothing_is_sent_there(open_home, foreign_folder):
-    home = open_home
-    assert home.listening, "the fake daemon (as nobody) listens in the folder"
-    status = home.run("status")
-    time.sleep(0.2)
-    timer = home.run("timer", "5m", "--device", "null")
-    # refused naming the folder and its owner's uid (not a connection error)
-    assert status.rc != 0 and len(status.err_lines) == 1 and foreign_folder in status.err and "65534" in status.err, status
-    assert timer.rc != 0 and foreign_folder in timer.err and "65534" in timer.err, timer
-    smtest.kill_pid(home.fake.pid)
-    path = foreign_folder + "/received"
-    received = open(path, "rb").read() if os.path.exists(path) else b""
-    assert received == b"", "the fake daemon was not even connected to"
-    assert home.daemon_pid() is None, "no daemon was started there"
+# A runtime folder of nobody's with a fake daemon of theirs listening in it was tested here,
+# in daemon-tests.py and in library-faults.sh: it is test_daemon.py's
+# test_untrusted_a_folder_of_nobodys_with_a_fake_daemon_of_theirs (status, timer and stop
+# refused in one line naming the folder, the fake never connected to, no daemon started),
+# and library-faults.sh's case 5 (also /tmp/stillmoment-UID in a mount namespace).
