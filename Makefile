@@ -7,7 +7,7 @@ DESTDIR ?=
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
 DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-pytest python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl
-DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-venv chromium chromium-driver
+DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-pytest python3-venv chromium chromium-driver
 FUZZ_SECONDS ?= 60
 # The CI-sized fuzz run in `make test`: this many seconds per target.
 FUZZ_CI_SECONDS ?= 30
@@ -55,7 +55,6 @@ test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	bash fuzz/run.sh $(FUZZ_CI_SECONDS)
-	bash Tests/cli/library-faults.sh
 	python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
 	bash scripts/webenv.sh
 	.build/web-venv/bin/python $(PYTEST) Tests/cli/test_web.py
@@ -91,7 +90,7 @@ bench: deps-bench release
 # stopped for 300 ms mid-session and the sound server killed mid-session (on a private
 # PulseAudio null sink). Each case says passed or FAILED.
 faults: deps-bench release
-	KILLS=100 BIN=.build/release/stillmoment bash Tests/cli/library-faults.sh
+	KILLS=100 BIN=.build/release/stillmoment python3 $(PYTEST) Tests/cli/test_library_faults.py
 	BIN=.build/release/stillmoment python3 bench/realtime.py sigstop
 	BIN=.build/release/stillmoment python3 bench/realtime.py device-loss
 
