@@ -1,5 +1,5 @@
 """Shared fixtures of the process-level tests (pytest): the binary, private homes, a
-running daemon, its protocol client and a private PulseAudio null sink. Every process a
+running daemon (Home.client() speaks to it) and a private PulseAudio null sink. Every process a
 fixture starts is stopped by its PID in the fixture's finalizer; homes live under
 pytest's temporary folders (short names: a socket path has 108 bytes)."""
 import os
@@ -69,12 +69,6 @@ def daemon(home):
     p = home.start_daemon()
     assert p.poll() is None and os.path.exists(home.socket_path), "the daemon did not start"
     return p
-
-
-@pytest.fixture
-def client(home, daemon):
-    """A protocol client of `daemon`, hello said."""
-    return home.client()
 
 
 @pytest.fixture(scope="session")

@@ -324,9 +324,8 @@ def test_an_on_demand_daemon_exits_when_idle(home):
 
 # ------------------------------------------------------------------ 7. a stale socket, a cleared folder
 
-def test_a_stale_socket_is_replaced(home):
-    d = spawn_logged(home, "daemon")
-    assert wait_for(lambda: os.path.exists(home.socket_path), 10), "a foreground daemon listens"
+def test_a_stale_socket_is_replaced(home, daemon):
+    d = daemon          # a foreground `stillmoment daemon`, listening
     d.kill()
     d.wait(3)
     assert os.path.lexists(home.socket_path), "SIGKILL left control.sock behind"
