@@ -53,10 +53,10 @@ def report(name, value, unit, target, met):
 class Recorder(threading.Thread):
     """parec's raw float stream (left channel), each read stamped on arrival."""
 
-    def __init__(self, env, latency_ms=5):
+    def __init__(self, env, latency_ms=5, device="bench.monitor"):
         super().__init__(daemon=True)
         self.proc = subprocess.Popen(
-            ["parec", "--device=bench.monitor", "--format=float32le", "--channels=2", f"--rate={RATE}",
+            ["parec", f"--device={device}", "--format=float32le", "--channels=2", f"--rate={RATE}",
              f"--latency-msec={latency_ms}", "--raw"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL)
         self.samples = array("f")
