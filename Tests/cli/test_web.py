@@ -274,6 +274,34 @@ def test_with_the_token_status_answers(web, app):
     assert status == 200 and body.get("state") == "idle", body
 
 
+def test_a_daemon_held_for_5_s_delays_no_page_and_status_says_so_within_50_ms(web, app):
+    """The daemon SIGSTOPped (as a swapping Pi or a debugger would hold it): the shell, the
+    library and /api/status are answered within 50 ms each, status saying the daemon is not
+    answering; once it runs again, status is the daemon's own."""
+    with open(os.path.join(web.RUN, "stillmoment", "daemon.lock")) as f:
+        pid = int(f.read().split()[0])
+    assert smtest.alive(pid)
+    os.kill(pid, signal.SIGSTOP)
+    slowest, statuses = 0.0, []
+    try:
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            for path in ("/", "/app.js", "/api/meditations", "/api/status"):
+                t0 = time.monotonic()
+                status, _, body = web.request(app.port, "GET", path, token=app.token, origin=None)
+                slowest = max(slowest, time.monotonic() - t0)
+                if path == "/api/status":
+                    statuses.append((status, body.get("daemon") if isinstance(body, dict) else None))
+            time.sleep(0.2)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(0.5)
+    after = web.request(app.port, "GET", "/api/status", token=app.token, origin=None)
+    assert slowest < 0.05, f"a request took {slowest * 1000:.1f} ms while the daemon was held"
+    assert statuses and all(s == (200, "not answering") for s in statuses), statuses
+    assert after[0] == 200 and "daemon" not in after[2] and after[2].get("state"), after
+
+
 @pytest.mark.parametrize("origin", ["http://evil.example", None], ids=["foreign", "none"])
 def test_a_change_from_a_foreign_origin_or_none_is_403(web, app, origin):
     assert web.request(app.port, "POST", "/api/stop", {}, token=app.token, origin=origin)[0] == 403
