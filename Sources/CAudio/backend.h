@@ -10,6 +10,7 @@
 #ifndef CAUDIO_BACKEND_H
 #define CAUDIO_BACKEND_H
 #include "caudio.h"
+#include "diag.h"
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -147,16 +148,8 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e);
 sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
                             int raise_threads, char *shown, size_t shown_size, sm_error *e);
 
-/* Sets the calling thread's nice value to `want`, or as far toward it as RLIMIT_NICE
- * allows (control.c); never lowers the priority, and a refusal leaves it as it was. */
-void sm_raise_thread_nice(int want);
-
 static inline void sm_backend_close(sm_backend *b) {
     if (b) b->ops->close(b);
 }
-
-/* Shared by the backends and the output: fills an sm_error. */
-void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

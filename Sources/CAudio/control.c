@@ -7,10 +7,10 @@
 #define _GNU_SOURCE
 #include "caudio.h"
 #include "internal.h"
+#include "priority.h"
 
 #include <errno.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,16 +227,4 @@ uint32_t sm_output_wait_writable(sm_output *o, uint32_t frames, int timeout_ms) 
  * periods of silence counted; none at nice -10). Linux keeps a nice value per thread. */
 void sm_output_raise_producer(const sm_output *o) {
     if (o && o->want_realtime) sm_raise_thread_nice(-10);
-}
-
-void sm_raise_thread_nice(int want) {
-    errno = 0;
-    int now = getpriority(PRIO_PROCESS, (id_t)gettid());
-    if (errno) now = 0;
-    struct rlimit rl;
-    if (geteuid() != 0 && getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        int floor = 20 - (int)(rl.rlim_cur > 40 ? 40 : rl.rlim_cur);   /* RLIMIT_NICE is 20 - nice */
-        if (want < floor) want = floor;
-    }
-    if (want < now) (void)setpriority(PRIO_PROCESS, (id_t)gettid(), want);   /* refused: as it was */
 }

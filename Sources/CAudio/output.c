@@ -22,12 +22,11 @@
 #define _GNU_SOURCE
 #include "caudio.h"
 #include "internal.h"
+#include "priority.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #define CHANNELS SM_CHANNELS
 
@@ -653,18 +652,11 @@ static int frames_to_ms(const sm_output *o, uint64_t frames) {
 
 static void set_realtime(sm_output *o) {
     if (!o->want_realtime) { atomic_store(&o->st_realtime, 0); return; }
-    int prio = o->rt_priority;
-    int maxp = sched_get_priority_max(SCHED_FIFO);
-    if (prio > maxp) prio = maxp;
-    struct rlimit rl;
-    if (geteuid() != 0 && getrlimit(RLIMIT_RTPRIO, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (rlim_t)prio > rl.rlim_cur)
-        prio = (int)rl.rlim_cur;
-    struct sched_param sp = { .sched_priority = prio > 0 ? prio : 1 };
-    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0) {
+    int err = sm_thread_set_fifo(o->rt_priority);
+    if (err == 0) {
         atomic_store(&o->st_realtime, 1);
     } else {
-        atomic_store(&o->st_rt_errno, errno);
+        atomic_store(&o->st_rt_errno, err);
         atomic_store(&o->st_realtime, 0);
     }
 }

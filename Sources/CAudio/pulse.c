@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "priority.h"
 
 #include <dlfcn.h>
 #include <errno.h>
