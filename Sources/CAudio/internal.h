@@ -156,18 +156,4 @@ static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
 static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
 static inline uint32_t dev_held(sm_output *o) { return o->dev->ops->held ? o->dev->ops->held(o->dev) : 0; }
 
-/* Shared by the output thread's files (output.c, standby.c). */
-void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);
-void sm_out_fail(sm_output *o, int err, const char *what);
-int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
-int sm_out_ramp_out(sm_output *o, uint32_t zeros);
-void sm_out_flush_ring(sm_output *o);
-long sm_out_takeable(sm_output *o);
-void sm_out_take_back_silence(sm_output *o);
-uint32_t sm_out_start_frames(const sm_output *o);
-void sm_out_wait_for_data(sm_output *o, uint32_t want, int timeout_ms);
-void sm_standby_enter(sm_output *o);
-void sm_standby_keep(sm_output *o);
-void sm_standby_leave(sm_output *o);
-
 #endif

@@ -3,11 +3,13 @@
  * stays open and running on silence, so the next session starts into a running stream
  * (HDMI receivers drop the first second of a new stream; many DACs pop when the device
  * opens or closes). Part of the output thread (output.c calls these from its loop and its
- * request handling): the same rules, no allocation, no lock, no call into Swift.
+ * request handling; these call play.c, never output.c): the same rules, no allocation, no
+ * lock, no call into Swift.
  */
 #define _GNU_SOURCE
 #include "caudio.h"
-#include "internal.h"
+#include "play.h"
+#include "standby.h"
 
 #include <errno.h>
 #include <string.h>
