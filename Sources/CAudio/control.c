@@ -63,7 +63,7 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->gain_target = 1.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
     o->dither = 0x12345678u;
-    o->state = ST_RUNNING;
+    o->state = OUT_PLAYING;
     return o;
 }
 

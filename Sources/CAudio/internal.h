@@ -34,8 +34,26 @@ typedef struct segment {
     uint64_t len;
 } segment;
 
-/* ST_STANDBY: between sessions, the device kept running on silence (SM_REQ_STANDBY). */
-enum run_state { ST_RUNNING = 0, ST_PAUSED = 1, ST_DRAINED = 2, ST_FAILED = 3, ST_STANDBY = 4 };
+/* What the output thread is doing: the one state of its loop (output.c). The first five
+ * play the ring ("running": out_running). */
+typedef enum out_state {
+    OUT_PLAYING = 0,      /* consuming the ring */
+    OUT_REFILLING,        /* after a seek on a paced device: silence while the producer
+                             refills, taken back once it has (or a drain comes) */
+    OUT_FADING,           /* a long fade (SM_REQ_FADE) at the consumer; paused at its end */
+    OUT_DRAINING,         /* the ring played up to drain_end, then the device drains */
+    OUT_FADING_DRAINING,  /* a fade during a drain: it ends at whichever comes first */
+    OUT_PAUSED,           /* faded out, the device paused (or dropped), the ring flushed */
+    OUT_DRAINED,          /* everything was heard; frames written later play */
+    OUT_STANDBY_FIRST,    /* between sessions (SM_REQ_STANDBY), before the standby's first turn */
+    OUT_STANDBY,          /* between sessions: the device kept running on silence */
+    OUT_FAILED            /* the device is lost */
+} out_state;
+
+static inline int out_running(out_state s) { return s <= OUT_FADING_DRAINING; }
+static inline int out_fading(out_state s) { return s == OUT_FADING || s == OUT_FADING_DRAINING; }
+static inline int out_draining(out_state s) { return s == OUT_DRAINING || s == OUT_FADING_DRAINING; }
+static inline int out_in_standby(out_state s) { return s == OUT_STANDBY_FIRST || s == OUT_STANDBY; }
 
 struct sm_output {
     sm_backend *dev;      /* the device (alsa.c, pulse.c) */
@@ -70,15 +88,10 @@ struct sm_output {
     uint32_t chunk_frames; /* fbuf and obuf hold this many frames: a longer write goes in pieces */
     uint32_t refill_grace; /* after a flush (a seek): silence the device needs while the
                               producer refills is not an underrun, for up to this many frames */
-    int refill_silence;   /* after a flush: the silence written while the producer refills is
-                             taken back once it has (sm_out_take_back_silence) */
     uint32_t dither;
-    int state;
-    int draining;
+    out_state state;
     uint64_t drain_end;   /* the drain plays the ring up to this index, then ends the stream */
-    int fading;
-    int standby_probe;    /* a standby's first turn on a device not (yet) seen to pace */
-    uint32_t standby_looks; /* turns since then */
+    uint32_t standby_looks; /* the standby's turns since its first (OUT_STANDBY_FIRST) */
     uint32_t handled_seq;
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
 

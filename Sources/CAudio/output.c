@@ -60,9 +60,7 @@ static void settle_paused(sm_output *o, uint32_t written) {
         dev_drop(o);
     }
     sm_out_flush_ring(o);
-    o->refill_silence = 0;
-    o->state = ST_PAUSED;
-    o->draining = 0;     /* a fade or pause that came during a drain: the stream rests instead */
+    o->state = OUT_PAUSED;   /* a fade or pause that came during a drain or a refill: the stream rests instead */
     o->gain_step = 1.0f / (float)o->ramp_frames;
     uint64_t stop = atomic_load(&o->stop_index);
     sm_out_publish_clock(o, stop, stop, 0);
@@ -80,18 +78,19 @@ static void start_fade(sm_output *o, uint32_t frames) {
     if (frames < o->ramp_frames) frames = o->ramp_frames;
     o->gain_target = 0.0f;
     o->gain_step = (o->gain > 0.0f ? o->gain : 1.0f) / (float)frames;
-    o->fading = 1;
+    /* During a seek's refill only silence has been written since the seek's fade (the gain
+     * is 0): the fade is over at the loop's next turn, and the refill with it. */
+    o->state = out_draining(o->state) ? OUT_FADING_DRAINING : OUT_FADING;
 }
 
 static void finish_fade(sm_output *o) {
-    o->fading = 0;
     o->replay_to = 0;
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
     settle_paused(o, 0);
 }
 
 static void do_resume(sm_output *o) {
-    if (o->state == ST_PAUSED || o->state == ST_DRAINED) {
+    if (o->state == OUT_PAUSED || o->state == OUT_DRAINED) {
         sm_dev_state st = dev_state(o);
         o->gain = 0.0f;  /* from silence, with a fade-in (after a pause it is 0 already) */
         o->gain_target = 1.0f;
@@ -104,7 +103,7 @@ static void do_resume(sm_output *o) {
              * period goes in while it is paused (not on a server's stream, whose resume
              * needs a lead of silence). */
             if (!o->resume_lead && o->info.can_rewind) {
-                o->state = ST_RUNNING;
+                o->state = OUT_PLAYING;
                 uint32_t pending = sm_out_pending(o), period = o->info.period_frames;
                 if (pending) sm_out_play_ring(o, pending < period ? pending : period);
             }
@@ -112,7 +111,7 @@ static void do_resume(sm_output *o) {
         } else if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN) {
             dev_prepare(o);
         }
-        o->state = ST_RUNNING;
+        o->state = OUT_PLAYING;
         if (o->resume_lead) sm_out_play_silence(o, o->resume_lead, 0);
     }
     o->gain_target = 1.0f;
@@ -129,7 +128,12 @@ static void do_flush(sm_output *o) {
     /* That silence goes in whole periods (a PulseAudio stream's are 125 ms): written in
      * front of the new audio, it left 250 ms between the old audio and the new at every
      * seek there (20-40 ms on hw). It is taken back once the producer has refilled. */
-    o->refill_silence = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
+    o->state = atomic_load_explicit(&o->st_paced, memory_order_relaxed) ? OUT_REFILLING : OUT_PLAYING;
+}
+
+/* Frames were written after the end a drain was asked for: the stream goes on. */
+static int drain_passed(const sm_output *o, uint32_t pending) {
+    return pending > 0 && o->next_ring >= o->drain_end;
 }
 
 /* Marks requests up to `seq` done; never moves back (a drain finished late must not undo
@@ -145,8 +149,8 @@ static void handle_requests(sm_output *o) {
     uint32_t seq = atomic_load_explicit(&o->req_seq, memory_order_acquire);
     if (seq == o->handled_seq) return;
     int type = atomic_load_explicit(&o->req_type, memory_order_acquire);
-    if (o->state == ST_FAILED) { finish_request(o, seq); return; }
-    if (o->state == ST_STANDBY) {
+    if (o->state == OUT_FAILED) { finish_request(o, seq); return; }
+    if (out_in_standby(o->state)) {
         /* A session that asks to resume or to drain has written what it has: it plays. A
          * pause or a flush before it was heard flushes the ring, and the standby goes on. */
         if ((type == SM_REQ_RESUME || type == SM_REQ_DRAIN) && sm_ring_readable(o->ring) > 0) {
@@ -167,15 +171,15 @@ static void handle_requests(sm_output *o) {
     }
     /* A pause or a flush (a seek) during a drain abandons the drain: the session goes on
      * (or rests) rather than ending. */
-    if (o->draining && (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH)) {
-        o->draining = 0;
+    if (out_draining(o->state) && (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH)) {
+        o->state = o->state == OUT_FADING_DRAINING ? OUT_FADING : OUT_PLAYING;
         finish_request(o, o->loop_seq);
     }
     switch (type) {
-    case SM_REQ_PAUSE: if (o->state == ST_RUNNING) do_pause(o); break;
+    case SM_REQ_PAUSE: if (out_running(o->state)) do_pause(o); break;
     case SM_REQ_RESUME: do_resume(o); break;
     case SM_REQ_FLUSH:
-        if (o->state == ST_RUNNING) {
+        if (out_running(o->state)) {
             do_flush(o);
         } else {
             sm_out_flush_ring(o);
@@ -191,17 +195,24 @@ static void handle_requests(sm_output *o) {
          * output thread may learn of them only with this request (it was inside the last
          * drain's dev_drain while the render thread wrote them), and acknowledging it at
          * once ended the session with them unplayed. */
-        if (o->state == ST_DRAINED && sm_ring_readable(o->ring) > 0) do_resume(o);
-        if (o->state == ST_RUNNING) {
-            o->draining = 1;
+        if (o->state == OUT_DRAINED && sm_ring_readable(o->ring) > 0) do_resume(o);
+        if (out_running(o->state)) {
             o->drain_end = atomic_load_explicit(&o->drain_at, memory_order_relaxed);
             o->handled_seq = o->loop_seq = seq;
+            if (o->state != OUT_REFILLING) {
+                o->state = out_fading(o->state) ? OUT_FADING_DRAINING : OUT_DRAINING;
+            } else if (!drain_passed(o, sm_out_pending(o))) {
+                /* The end is near: the refill's silence is taken back now and the stream
+                 * plays out what there is. */
+                sm_out_take_back_silence(o);
+                o->state = OUT_DRAINING;
+            }
             return;
         }
         break;
     case SM_REQ_FADE:
-        if (o->state == ST_RUNNING) {
-            if (!o->fading) start_fade(o, atomic_load_explicit(&o->req_arg, memory_order_acquire));
+        if (out_running(o->state)) {
+            if (!out_fading(o->state)) start_fade(o, atomic_load_explicit(&o->req_arg, memory_order_acquire));
             o->handled_seq = o->loop_seq = seq;
             return;
         }
@@ -224,11 +235,9 @@ static void wait_for_request(sm_output *o, int timeout_ms) {
  * paced device less than a period), a fade under way ends with it, all was heard. */
 static void end_stream(sm_output *o) {
     dev_drain(o);
-    o->draining = 0;
-    o->fading = 0;
     o->replay_to = 0;
     o->gain_step = 1.0f / (float)o->ramp_frames;
-    o->state = ST_DRAINED;
+    o->state = OUT_DRAINED;   /* a fade under way ends with it */
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
     sm_out_update_clock(o);
     sm_out_publish_clock(o, o->next_ring, o->next_ring, 0);
@@ -274,42 +283,43 @@ void *sm_output_thread_main(void *arg) {
     const uint32_t period = o->info.period_frames;
     while (!atomic_load_explicit(&o->quit, memory_order_acquire)) {
         handle_requests(o);
-        if (o->state == ST_STANDBY) {
+        if (out_in_standby(o->state)) {
             if (sm_ring_readable(o->ring) >= sm_out_start_frames(o)) sm_standby_leave(o);
             else sm_standby_keep(o);
             continue;
         }
-        if (o->state != ST_RUNNING) {
+        if (!out_running(o->state)) {
             /* A drained stream given frames plays them (a seek back, a later end); else
              * sleep until a request (a full ring, filled before a resume, must not spin). */
-            if (o->state == ST_DRAINED && sm_ring_readable(o->ring) > 0) { do_resume(o); continue; }
-            if (o->state == ST_DRAINED) sm_out_wait_for_data(o, period, 50);
+            if (o->state == OUT_DRAINED && sm_ring_readable(o->ring) > 0) { do_resume(o); continue; }
+            if (o->state == OUT_DRAINED) sm_out_wait_for_data(o, period, 50);
             else wait_for_request(o, 50);
-            if (o->state == ST_PAUSED || o->state == ST_DRAINED) sm_out_update_clock(o);
+            if (o->state == OUT_PAUSED || o->state == OUT_DRAINED) sm_out_update_clock(o);
             continue;
         }
-        if (o->fading && o->gain <= 0.0f) {
+        if (out_fading(o->state) && o->gain <= 0.0f) {
             finish_fade(o);
             finish_request(o, o->loop_seq);
             continue;
         }
         uint32_t pending = sm_out_pending(o);
-        /* Frames written after the end the drain was asked for: the stream goes on. */
-        if (o->draining && pending > 0 && o->next_ring >= o->drain_end) o->draining = 0;
+        if (out_draining(o->state) && drain_passed(o, pending))
+            o->state = o->state == OUT_FADING_DRAINING ? OUT_FADING : OUT_PLAYING;
+        const int draining = out_draining(o->state);
         int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
         /* A device that does not pace (null, file) takes every frame the moment it comes,
          * so a pause or seek found the ring all but empty now and then, and its fade was
          * cut short (a click in the capture). It keeps a ramp's worth back (not while
          * draining): the fade always has real audio, as on a paced device, whose ring
          * runs ahead. */
-        const uint32_t reserve = (!paced && !o->draining) ? o->ramp_frames : 0;
+        const uint32_t reserve = (!paced && !draining) ? o->ramp_frames : 0;
         /* A seek's refill (a paced device): the device gets silence while the producer
          * refills, also while its first frames come; once a tenth of a second is rendered
-         * (or a drain comes: the end is near; or the device stopped), that silence is
-         * taken back and the new audio goes in its place, below. */
-        if (o->refill_silence) {
+         * (or the device stopped; a drain ends it when it comes), that silence is taken
+         * back and the new audio goes in its place, below. */
+        if (o->state == OUT_REFILLING) {
             const uint32_t enough = sm_out_start_frames(o);
-            if (pending < enough && !o->draining && dev_state(o) == SM_DEV_RUNNING) {
+            if (pending < enough && dev_state(o) == SM_DEV_RUNNING) {
                 long delay = 0;
                 if (dev_delay(o, &delay) < 0) delay = 0;
                 if (delay < (long)period) play_dry_silence(o, period);
@@ -317,8 +327,9 @@ void *sm_output_thread_main(void *arg) {
                 continue;
             }
             sm_out_take_back_silence(o);
+            o->state = OUT_PLAYING;
         }
-        if (pending >= period + reserve || (o->draining && pending > 0)) {
+        if (pending >= period + reserve || (draining && pending > 0)) {
             uint32_t n = pending < period ? pending : period;
             /* On a device that converts whole periods (plughw's rate plugin), a write that
              * leaves part of a period inside it (after a ramp, a tail or a partial write)
@@ -347,7 +358,7 @@ void *sm_output_thread_main(void *arg) {
             if (dev_delay(o, &delay) < 0) delay = 0;
             if (delay < (long)period) {
                 /* Draining (nothing pending): drain the last period. */
-                if (o->draining) { end_stream(o); continue; }
+                if (draining) { end_stream(o); continue; }
                 /* The device would run dry: play what there is, else silence. */
                 if (pending > 0) sm_out_play_ring(o, pending);
                 else play_dry_silence(o, period);
@@ -358,7 +369,7 @@ void *sm_output_thread_main(void *arg) {
         } else {
             /* A device that does not pace (null, file) or has not started: the stream
              * stays exact by waiting for the producer. */
-            if (o->draining) { end_stream(o); continue; }
+            if (draining) { end_stream(o); continue; }
             sm_out_update_clock(o);
             sm_out_wait_for_data(o, period + reserve, 20);
         }

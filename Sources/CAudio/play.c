@@ -92,8 +92,8 @@ void sm_out_update_clock(sm_output *o) {
         idx = s->ring_start + (inside ? into : s->len);
     }
     uint64_t prev = atomic_load_explicit(&o->played_index, memory_order_relaxed);
-    int playing = inside && o->state == ST_RUNNING && st == SM_DEV_RUNNING && paced;
-    if (idx > prev || o->state != ST_RUNNING)
+    int playing = inside && out_running(o->state) && st == SM_DEV_RUNNING && paced;
+    if (idx > prev || !out_running(o->state))
         sm_out_publish_clock(o, idx, s->ring_start + s->len, playing);
 }
 
@@ -101,7 +101,7 @@ void sm_out_fail(sm_output *o, int err, const char *what) {
     sm_set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "%s device '%s' failed while %s: %s", o->dev->label,
                  o->device, what, o->dev->ops->strerror(o->dev, err));
     o->last_error.sound_server = o->dev->info.sound_server;
-    o->state = ST_FAILED;
+    o->state = OUT_FAILED;
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
 }
 
@@ -294,7 +294,7 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
         left -= k;
     }
     o->hist_valid = 0;   /* a rewind must not reach back across silence */
-    if (o->fading) {     /* a fade goes on through silence: time passes all the same */
+    if (out_fading(o->state)) {     /* a fade goes on through silence: time passes all the same */
         o->gain -= o->gain_step * (float)n;
         if (o->gain < 0.0f) o->gain = 0.0f;
     }
@@ -352,7 +352,6 @@ uint32_t sm_out_start_frames(const sm_output *o) {
  * what is written next is heard within a few ms. Audio already queued is never touched.
  * (A start from the standby; a seek once the producer has refilled.) */
 void sm_out_take_back_silence(sm_output *o) {
-    o->refill_silence = 0;
     uint64_t audio_end = 0;
     if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
     uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
@@ -372,7 +371,8 @@ void sm_out_take_back_silence(sm_output *o) {
  * take-back) let PulseAudio's sink, mixing far ahead, run the stream dry before the
  * pause's zeros arrived in the next message: an underrun at 1 in 20 pauses. */
 int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
-    o->fading = 0;   /* a pause or flush overrides a fade in progress */
+    /* A pause or flush overrides a fade in progress (a drain goes on until its caller ends it). */
+    if (out_fading(o->state)) o->state = o->state == OUT_FADING_DRAINING ? OUT_DRAINING : OUT_PLAYING;
     sm_out_take_back(o);
     o->gain_target = 0.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
