@@ -4,7 +4,9 @@
  * buffer of `buffer_us` (default 100 ms) in `periods` periods (default: periods of
  * 20 ms; three at least), at the card's own rate through a plug (no automatic
  * resampling). Writes block (as MPD's do); the output thread writes only what avail says fits.
- * Underruns and suspends are recovered by the PCM's state, as MPD's ALSA output does.
+ * Underruns and suspends are recovered here, inside the write (and for the standby,
+ * alsa_restart), by the PCM's state, as MPD's ALSA output does; the output thread sees
+ * only the frames written, those an xrun dropped, and that the PCM started afresh.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -27,6 +29,7 @@ typedef struct alsa_backend {
     /* Frames written since the last prepare: on a plugin chain (info.whole_periods) the
      * output ends its writes on the rate plugin's period boundaries (alsa_held). */
     uint64_t since_prepare;
+    size_t frame_bytes;
 } alsa_backend;
 
 static snd_pcm_t *pcm_of(sm_backend *b) { return ((alsa_backend *)b)->pcm; }
@@ -64,12 +67,6 @@ static sm_dev_state alsa_state(sm_backend *b) {
 
 static long alsa_avail(sm_backend *b) { return snd_pcm_avail_update(pcm_of(b)); }
 
-static long alsa_write(sm_backend *b, const void *frames, uint32_t n) {
-    snd_pcm_sframes_t w = snd_pcm_writei(pcm_of(b), frames, n);
-    if (w > 0) ((alsa_backend *)b)->since_prepare += (uint64_t)w;
-    return w;
-}
-
 /* A prepare starts the plugins' period count again (the rate plugin's last commit). */
 static int prepared(sm_backend *b, int err) {
     if (err >= 0) ((alsa_backend *)b)->since_prepare = 0;
@@ -103,7 +100,8 @@ static long alsa_unplayed(sm_backend *b) {
     return avail < b->info.buffer_frames ? (long)(b->info.buffer_frames - avail) : 0;
 }
 
-static int alsa_delay(sm_backend *b, long *frames) {
+static int alsa_delay(sm_backend *b, long *frames, long *rewindable) {
+    if (rewindable) *rewindable = snd_pcm_rewindable(pcm_of(b));
     /* On a plugin chain avail_update is where the rate plugin passes whole periods on to
      * the card: the output asks for the delay while it waits (a pause's fade playing out),
      * and what it wrote last must reach the card meanwhile, not wait inside the plugin
@@ -115,7 +113,6 @@ static int alsa_delay(sm_backend *b, long *frames) {
     return r;
 }
 
-static long alsa_rewindable(sm_backend *b) { return snd_pcm_rewindable(pcm_of(b)); }
 static long alsa_rewind(sm_backend *b, unsigned long frames) {
     snd_pcm_sframes_t back = snd_pcm_rewind(pcm_of(b), frames);
     alsa_backend *a = (alsa_backend *)b;
@@ -128,7 +125,7 @@ static int alsa_prepare(sm_backend *b) { return prepared(b, snd_pcm_prepare(pcm_
 static int alsa_drain(sm_backend *b) { return snd_pcm_drain(pcm_of(b)); }
 
 /* Recovers the PCM after a failed write, by its state, as MPD's ALSA output does. */
-static int alsa_recover(sm_backend *b, int err) {
+static int recover(sm_backend *b, int err) {
     snd_pcm_t *pcm = pcm_of(b);
     if (err == -EPIPE) atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
     else if (err == -ESTRPIPE) atomic_fetch_add_explicit(&b->suspends, 1, memory_order_relaxed);
@@ -153,9 +150,41 @@ static int alsa_recover(sm_backend *b, int err) {
     }
 }
 
-static const char *alsa_strerror(sm_backend *b, int err) {
-    (void)b;
-    return snd_strerror(err);
+/* Writes all n frames, recovering by the PCM's state from what a write fails with; an
+ * xrun that dropped frames the PCM had taken (alsa_unplayed) ends it early when the
+ * caller can play them again (`lost`). At most 100 recoveries in one write. */
+static long alsa_write(sm_backend *b, const void *frames, uint32_t n, uint32_t *lost, int *restarted) {
+    alsa_backend *a = (alsa_backend *)b;
+    uint32_t done = 0;
+    int attempts = 0;
+    while (done < n) {
+        snd_pcm_sframes_t w = snd_pcm_writei(a->pcm, (const char *)frames + done * a->frame_bytes, n - done);
+        if (w == -EAGAIN) continue;
+        if (w < 0) {
+            long dropped = (w == -EPIPE && lost) ? alsa_unplayed(b) : 0;
+            *restarted = 1;
+            int r = recover(b, (int)w);
+            if (r < 0 || ++attempts > 100) {
+                int err = r < 0 ? r : (int)w;
+                snprintf(b->error, sizeof b->error, "%s", snd_strerror(err));
+                return err;
+            }
+            if (dropped > 0) {
+                *lost = (uint32_t)dropped;
+                break;
+            }
+            continue;
+        }
+        a->since_prepare += (uint64_t)w;
+        done += (uint32_t)w;
+    }
+    return done;
+}
+
+/* The standby found the PCM stopped by itself between writes: recovered as a write that
+ * failed with what that state says. */
+static int alsa_restart(sm_backend *b) {
+    return recover(b, snd_pcm_state(pcm_of(b)) == SND_PCM_STATE_SUSPENDED ? -ESTRPIPE : -EPIPE);
 }
 
 static void alsa_close(sm_backend *b) {
@@ -169,10 +198,9 @@ static void alsa_close(sm_backend *b) {
 
 static const sm_backend_ops alsa_ops = {
     .state = alsa_state, .avail = alsa_avail, .write = alsa_write, .delay = alsa_delay,
-    .rewindable = alsa_rewindable, .rewind = alsa_rewind, .pause = alsa_pause, .drop = alsa_drop,
-    .prepare = alsa_prepare, .drain = alsa_drain, .recover = alsa_recover, .held = alsa_held,
-    .unplayed = alsa_unplayed,
-    .strerror = alsa_strerror, .close = alsa_close,
+    .drop = alsa_drop, .prepare = alsa_prepare, .close = alsa_close,
+    .rewind = alsa_rewind, .pause = alsa_pause, .restart = alsa_restart, .drain = alsa_drain,
+    .held = alsa_held,
 };
 
 /* ------------------------------------------------------------ open */
@@ -267,6 +295,7 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     CHECK(snd_pcm_hw_params_get_period_size(hw, &period_size, NULL), "reporting its period size");
     CHECK(snd_pcm_hw_params_get_rate(hw, &rate, NULL), "reporting its rate");
     info->rate = rate;
+    a->frame_bytes = SM_CHANNELS * (info->format == SM_FORMAT_S16 ? 2 : 4);
     info->buffer_frames = (uint32_t)buffer_size;
     info->period_frames = (uint32_t)period_size;
     snd_pcm_type_t type = snd_pcm_type(pcm);

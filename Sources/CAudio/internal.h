@@ -6,6 +6,7 @@
 #ifndef CAUDIO_INTERNAL_H
 #define CAUDIO_INTERNAL_H
 #include "backend.h"
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -154,19 +155,27 @@ static inline size_t sm_format_bytes(int format) {
     return format == SM_FORMAT_S16 ? 2 : 4;
 }
 
-/* Calls into the device (the output thread's). */
+/* Calls into the device (the output thread's); an optional call that is NULL answers as a
+ * device without it would. */
 static inline sm_dev_state dev_state(sm_output *o) { return o->dev->ops->state(o->dev); }
 static inline long dev_avail(sm_output *o) { return o->dev->ops->avail(o->dev); }
-static inline long dev_rewindable(sm_output *o) { return o->dev->ops->rewindable(o->dev); }
-static inline long dev_rewind(sm_output *o, unsigned long n) { return o->dev->ops->rewind(o->dev, n); }
+static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay, NULL); }
+static inline long dev_rewind(sm_output *o, unsigned long n) {
+    return o->dev->ops->rewind ? o->dev->ops->rewind(o->dev, n) : 0;
+}
 /* A device that pauses, stops or starts again no longer plays on from the clock's last
- * reads: the envelope starts afresh (dev_recover too). */
-static inline int dev_pause(sm_output *o, int enable) { o->clock_env.ns = 0; return o->dev->ops->pause(o->dev, enable); }
+ * reads: the envelope starts afresh (a write that restarted the device too, play.c). */
+static inline int dev_pause(sm_output *o, int enable) {
+    o->clock_env.ns = 0;
+    return o->dev->ops->pause ? o->dev->ops->pause(o->dev, enable) : -ENOSYS;
+}
 static inline int dev_drop(sm_output *o) { o->clock_env.ns = 0; return o->dev->ops->drop(o->dev); }
 static inline int dev_prepare(sm_output *o) { o->clock_env.ns = 0; return o->dev->ops->prepare(o->dev); }
-static inline int dev_recover(sm_output *o, int err) { o->clock_env.ns = 0; return o->dev->ops->recover(o->dev, err); }
-static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
-static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
+static inline int dev_restart(sm_output *o) {
+    o->clock_env.ns = 0;
+    return o->dev->ops->restart ? o->dev->ops->restart(o->dev) : o->dev->ops->prepare(o->dev);
+}
+static inline int dev_drain(sm_output *o) { return o->dev->ops->drain ? o->dev->ops->drain(o->dev) : 0; }
 static inline uint32_t dev_held(sm_output *o) { return o->dev->ops->held ? o->dev->ops->held(o->dev) : 0; }
 
 #endif

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "caudio.h"
+#include "diag.h"
 #include "play.h"
 
 #include <errno.h>
@@ -99,7 +100,7 @@ void sm_out_update_clock(sm_output *o) {
 
 void sm_out_fail(sm_output *o, int err, const char *what) {
     sm_set_error(&o->last_error, SM_ERR_DEVICE_LOST, err, "%s device '%s' failed while %s: %s", o->dev->label,
-                 o->device, what, o->dev->ops->strerror(o->dev, err));
+                 o->device, what, o->dev->error[0] ? o->dev->error : strerror(-err));
     o->last_error.sound_server = o->dev->info.sound_server;
     o->state = OUT_FAILED;
     atomic_store_explicit(&o->st_failed, 1, memory_order_release);
@@ -134,28 +135,14 @@ static void *device_frames(sm_output *o, uint32_t n, int silent) {
 
 /* Writes n frames of src (from device_frames). Returns the frames written: all n, or
  * fewer when `lost` is given and a recovery from an xrun found that the device had
- * dropped frames it took before (*lost of them, ops.unplayed): the caller plays those
- * again first, then the rest. -1 when the device is lost. */
+ * dropped frames it took before (*lost of them): the caller plays those again first, then
+ * the rest. -1 when the device is lost. */
 static long write_src(sm_output *o, const void *src, uint32_t n, uint32_t *lost) {
-    size_t frame_bytes = device_frame_bytes(o);
-    uint32_t done = 0;
-    int attempts = 0;
-    while (done < n) {
-        long w = o->dev->ops->write(o->dev, (const char *)src + done * frame_bytes, n - done);
-        if (w == -EAGAIN) continue;
-        if (w < 0) {
-            long dropped = (w == -EPIPE && lost && o->dev->ops->unplayed) ? o->dev->ops->unplayed(o->dev) : 0;
-            int r = dev_recover(o, (int)w);
-            if (r < 0 || ++attempts > 100) { sm_out_fail(o, r < 0 ? r : (int)w, "playing"); return -1; }
-            if (dropped > 0) {
-                *lost = (uint32_t)dropped;
-                break;
-            }
-            continue;
-        }
-        done += (uint32_t)w;
-    }
-    o->dev_pos += done;
+    int restarted = 0;
+    long done = o->dev->ops->write(o->dev, src, n, lost, &restarted);
+    if (restarted) o->clock_env.ns = 0;
+    if (done < 0) { sm_out_fail(o, (int)done, "playing"); return -1; }
+    o->dev_pos += (uint64_t)done;
     return done;
 }
 
@@ -315,9 +302,8 @@ static long takeable(sm_output *o) {
     if (!o->info.can_rewind) return 0;
     sm_dev_state st = dev_state(o);
     if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) return 0;
-    long rewindable = dev_rewindable(o);
-    long queued = 0;
-    if (dev_delay(o, &queued) < 0 || queued < 0) queued = 0;
+    long rewindable = 0, queued = 0;
+    if (o->dev->ops->delay(o->dev, &queued, &rewindable) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
     long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames + o->dev->info.rewind_keep_frames);
     return k > 0 ? k : 0;

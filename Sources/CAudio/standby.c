@@ -77,7 +77,7 @@ void sm_standby_keep(sm_output *o) {
     }
     sm_dev_state st = dev_state(o);
     if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN || st == SM_DEV_SUSPENDED) {
-        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : dev_recover(o, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
+        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : dev_restart(o);
         if (r < 0 && dev_prepare(o) < 0) {
             sm_out_fail(o, -EIO, "kept open between sessions");
             return;
