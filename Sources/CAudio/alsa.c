@@ -30,6 +30,8 @@ typedef struct alsa_backend {
      * output ends its writes on the rate plugin's period boundaries (alsa_held). */
     uint64_t since_prepare;
     size_t frame_bytes;
+    int external;         /* an ioplug or extplug (pulse): what it took is handed on */
+    sm_backend_ops ops;   /* alsa_ops, without pause or rewind where the PCM has none */
 } alsa_backend;
 
 static snd_pcm_t *pcm_of(sm_backend *b) { return ((alsa_backend *)b)->pcm; }
@@ -57,7 +59,7 @@ static sm_dev_state alsa_state(sm_backend *b) {
     case SND_PCM_STATE_PREPARED: return SM_DEV_PREPARED;
     case SND_PCM_STATE_RUNNING: return SM_DEV_RUNNING;
     case SND_PCM_STATE_PAUSED: return SM_DEV_PAUSED;
-    case SND_PCM_STATE_DRAINING: return SM_DEV_DRAINING;
+    case SND_PCM_STATE_DRAINING: return SM_DEV_RUNNING;   /* playing out (never seen: drains block) */
     case SND_PCM_STATE_XRUN: return SM_DEV_XRUN;
     case SND_PCM_STATE_SUSPENDED: return SM_DEV_SUSPENDED;
     case SND_PCM_STATE_DISCONNECTED: return SM_DEV_LOST;
@@ -92,7 +94,7 @@ static uint32_t alsa_held(sm_backend *b) {
  * rig. Straight on hw the kernel stops the card only once it has played everything
  * (0). Not on an external plugin (pulse): what it handed on is the server's. */
 static long alsa_unplayed(sm_backend *b) {
-    if (!b->info.can_rewind) return 0;
+    if (((alsa_backend *)b)->external) return 0;
     snd_pcm_status_t *st;
     snd_pcm_status_alloca(&st);
     if (snd_pcm_status(pcm_of(b), st) < 0) return 0;
@@ -313,15 +315,16 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * measured it: taken away, the dmix with 125-ms periods counted an xrun at a start
      * from the standby in one of three runs (in none of the runs with it). */
     info->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
-    info->can_pause = snd_pcm_hw_params_can_pause(hw) && !info->whole_periods;
+    if (!snd_pcm_hw_params_can_pause(hw) || info->whole_periods) a->ops.pause = NULL;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
      * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
      * ramp goes after what is queued instead. */
-    info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
+    a->external = type == SND_PCM_TYPE_IOPLUG || type == SND_PCM_TYPE_EXTPLUG;
+    if (a->external) a->ops.rewind = NULL;
     /* A card's pointer (and a plugin's in front of it) moves in steps and its delay lags
      * (clock.c); an ioplug's is its server's, which may run either way. */
-    info->pointer_lags = info->can_rewind;
+    info->pointer_lags = !a->external;
     /* A plugin chain whose pointer is not the card's (a rate converter, a dmix in front
      * of the card) reports a delay that is not exact to the frame: a pause that dropped
      * the stream once the delay said only the silent tail was left dropped the end of the
@@ -398,7 +401,8 @@ void sm_alsa_warm(const char *name) {
 sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e) {
     alsa_backend *a = calloc(1, sizeof *a);
     if (!a) { sm_set_error(e, SM_ERR_MEMORY, 0, "out of memory"); return NULL; }
-    a->base.ops = &alsa_ops;
+    a->ops = alsa_ops;
+    a->base.ops = &a->ops;
     a->base.name = "alsa";
     a->base.label = "ALSA";
     snprintf(a->device, sizeof a->device, "%s", c->name && *c->name ? c->name : "default");

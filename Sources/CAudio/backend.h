@@ -28,7 +28,6 @@ typedef enum sm_dev_state {
     SM_DEV_PREPARED,      /* ready; starts playing once enough is queued (its start threshold) */
     SM_DEV_RUNNING,       /* playing */
     SM_DEV_PAUSED,        /* paused in place (pause(1)); pause(0) goes on */
-    SM_DEV_DRAINING,      /* playing out what is queued */
     SM_DEV_XRUN,          /* ran dry and stopped (prepare first) */
     SM_DEV_SUSPENDED,     /* the system suspended it */
     SM_DEV_LOST           /* gone: unplugged, the server went away */
@@ -50,8 +49,6 @@ typedef struct sm_backend_info {
     uint32_t buffer_frames;
     uint32_t period_frames;
     int format;               /* sm_sample_format */
-    int can_pause;            /* pause(1) holds the stream in place */
-    int can_rewind;           /* queued audio can be taken back (rewind) */
     /* What a rewind leaves queued beyond its few ms of margin (0: nothing more). */
     uint32_t rewind_keep_frames;
     int sound_server;         /* a sound server's stream (its errors and hints differ) */
@@ -108,9 +105,10 @@ typedef struct sm_backend_ops {
 
     /* Optional (NULL: the device has no such thing). */
     /* Takes back `frames` of what is queued (no more than delay's rewindable): the next
-     * write goes over them. Returns the frames taken back. NULL: info.can_rewind is 0. */
+     * write goes over them. Returns the frames taken back. NULL: nothing queued can be
+     * taken back (ALSA's external plugins: what they hand on is their server's). */
     long (*rewind)(sm_backend *b, unsigned long frames);
-    /* Holds the stream in place (PAUSED) and goes on. NULL: info.can_pause is 0. */
+    /* Holds the stream in place (PAUSED) and goes on. NULL: a pause drops the stream. */
     int (*pause)(sm_backend *b, int enable);
     /* Brings back a device that stopped by itself (XRUN, SUSPENDED: the standby finds it
      * so between writes), counting it as a failed write's recovery would. NULL: a device

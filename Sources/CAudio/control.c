@@ -35,8 +35,8 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->info.buffer_frames = dev->buffer_frames;
     o->info.period_frames = dev->period_frames;
     o->info.format = dev->format;
-    o->info.can_pause = dev->can_pause;
-    o->info.can_rewind = dev->can_rewind;
+    o->info.can_pause = o->dev->ops->pause != NULL;
+    o->info.can_rewind = o->dev->ops->rewind != NULL;
 
     uint32_t ring_frames = c->ring_frames ? c->ring_frames : o->info.rate;
     if (ring_frames < 2 * o->info.buffer_frames) ring_frames = 2 * o->info.buffer_frames;

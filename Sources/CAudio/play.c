@@ -60,8 +60,7 @@ void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playin
 void sm_out_update_clock(sm_output *o) {
     long delay = 0;
     sm_dev_state st = dev_state(o);
-    if (st == SM_DEV_RUNNING || st == SM_DEV_PREPARED || st == SM_DEV_PAUSED ||
-        st == SM_DEV_DRAINING) {
+    if (st == SM_DEV_RUNNING || st == SM_DEV_PREPARED || st == SM_DEV_PAUSED) {
         if (dev_delay(o, &delay) < 0) delay = 0;
     }
     if (delay < 0) delay = 0;

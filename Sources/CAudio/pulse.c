@@ -342,7 +342,7 @@ static int pulse_prepare(sm_backend *b) {
 static int pulse_drain(sm_backend *b) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
-    p->state = SM_DEV_DRAINING;
+    p->state = SM_DEV_STOPPED;   /* playing out: no underrun counted, no start */
     int r = finish(p, pa.pa_stream_drain(p->st, op_done_cb, p));
     if (r == 0) p->state = SM_DEV_STOPPED;
     pa.pa_threaded_mainloop_unlock(p->ml);
@@ -455,8 +455,6 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
     info->buffer_frames = buffer_frames;
     info->period_frames = period_frames ? period_frames : buffer_frames / 4;
     info->format = SM_FORMAT_FLOAT;
-    info->can_pause = 1;        /* corks the stream */
-    info->can_rewind = 1;
     info->sound_server = 1;
     /* PulseAudio takes back what its sink has mixed ahead when a stream is corked, and its
      * clock is an estimate: the stream is corked once 30 ms of the zeros after a pause's
