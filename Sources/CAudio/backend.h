@@ -28,8 +28,8 @@ typedef enum sm_dev_state {
     SM_DEV_PREPARED,      /* ready; starts playing once enough is queued (its start threshold) */
     SM_DEV_RUNNING,       /* playing */
     SM_DEV_PAUSED,        /* paused in place (pause(1)); pause(0) goes on */
-    SM_DEV_XRUN,          /* ran dry and stopped (prepare first) */
-    SM_DEV_SUSPENDED,     /* the system suspended it */
+    SM_DEV_XRUN,          /* ran dry and stopped (a write or restart brings it back) */
+    SM_DEV_SUSPENDED,     /* the system suspended it (likewise) */
     SM_DEV_LOST           /* gone: unplugged, the server went away */
 } sm_dev_state;
 

@@ -11,7 +11,8 @@
  *                          back what is queued (the plugin stays if that fails)
  *
  * sm_backend_warm loads ahead, on a thread of its own, what the first open of a name
- * needs (the daemon calls it when it starts); an open waits until it is done.
+ * needs (the daemon calls it when it starts); an open waits until it is done. A third
+ * backend is a file of its own (the calls of backend.h) and a name here.
  */
 #define _GNU_SOURCE
 #include "backend.h"

@@ -1,7 +1,8 @@
 /*
  * CAudio's insides shared between its files: the ring's layout (ring.c), the output's
- * state (output.c runs the thread on it, control.c opens it and answers the other
- * threads), and the futex the two sides wake each other with.
+ * state (out_state and sm_output: output.c, play.c and standby.c run the thread on it,
+ * control.c opens it and answers the other threads), the calls into the device, and the
+ * futex the two sides wake each other with.
  */
 #ifndef CAUDIO_INTERNAL_H
 #define CAUDIO_INTERNAL_H

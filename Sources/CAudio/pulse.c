@@ -13,10 +13,12 @@
  * libpulse is loaded with dlopen when a pulse device is opened, so a Raspberry Pi
  * without a sound server needs neither libpulse nor its dependencies.
  *
- * The calls: a state, writes (the output thread writes only what avail says fits), the
- * delay (frames queued before a frame written now is heard), rewind (the next write goes
- * back over queued audio), pause (cork), drop (cork and flush), prepare (uncork) and
- * drain. Server callbacks run on libpulse's own thread and only signal or count.
+ * The calls: a state, writes (the output thread writes only what avail says fits; the
+ * server recovers an underrun itself, so a write never restarts anything), the delay
+ * (frames queued before a frame written now is heard, and how many may be taken back),
+ * rewind (the next write goes back over queued audio), pause (cork), drop (cork and
+ * flush), prepare (uncork) and drain. Server callbacks run on libpulse's own thread and
+ * only signal or count.
  */
 #define _GNU_SOURCE
 #include "backend.h"
