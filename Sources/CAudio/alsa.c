@@ -26,9 +26,15 @@ typedef struct alsa_backend {
     sm_backend base;
     snd_pcm_t *pcm;
     char device[128];
-    /* Frames written since the last prepare: on a plugin chain (info.whole_periods) the
-     * output ends its writes on the rate plugin's period boundaries (alsa_held). */
+    /* The PCM converts whole periods only (ALSA's rate plugin, configure): the output ends
+     * its writes on its period boundaries (alsa_held, only then in the calls). */
+    int whole_periods;
+    /* Frames written since the last prepare: where the writes stand against those
+     * boundaries (alsa_held). */
     uint64_t since_prepare;
+    /* What a rewind leaves queued beyond the output's few ms of margin (a period through a
+     * chain whose pointer is not the card's; configure). */
+    uint32_t rewind_keep;
     size_t frame_bytes;
     int external;         /* an ioplug or extplug (pulse): what it took is handed on */
     sm_backend_ops ops;   /* alsa_ops, without pause or rewind where the PCM has none */
@@ -84,7 +90,7 @@ static int prepared(sm_backend *b, int err) {
 static uint32_t alsa_held(sm_backend *b) {
     alsa_backend *a = (alsa_backend *)b;
     uint32_t period = b->info.period_frames;
-    return b->info.whole_periods && period ? (uint32_t)(a->since_prepare % period) : 0;
+    return period ? (uint32_t)(a->since_prepare % period) : 0;
 }
 
 /* The device's own pointers after an xrun: what it took past what it played. Through
@@ -103,15 +109,20 @@ static long alsa_unplayed(sm_backend *b) {
 }
 
 static int alsa_delay(sm_backend *b, long *frames, long *rewindable) {
-    if (rewindable) *rewindable = snd_pcm_rewindable(pcm_of(b));
+    alsa_backend *a = (alsa_backend *)b;
+    long can = rewindable ? snd_pcm_rewindable(pcm_of(b)) : 0;
     /* On a plugin chain avail_update is where the rate plugin passes whole periods on to
      * the card: the output asks for the delay while it waits (a pause's fade playing out),
      * and what it wrote last must reach the card meanwhile, not wait inside the plugin
      * until the card runs dry (that played stale buffer contents: a click, measured). */
-    if (b->info.whole_periods) snd_pcm_avail_update(pcm_of(b));
+    if (a->whole_periods) snd_pcm_avail_update(pcm_of(b));
     snd_pcm_sframes_t d = 0;
     int r = snd_pcm_delay(pcm_of(b), &d);
     *frames = r < 0 ? 0 : d;
+    if (rewindable) {
+        long queued = *frames > 0 ? *frames : 0;
+        *rewindable = (can < queued ? can : queued) - (long)a->rewind_keep;
+    }
     return r;
 }
 
@@ -314,8 +325,9 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * front of what is not the card (a dmix) keeps the same arithmetic, with which the rig
      * measured it: taken away, the dmix with 125-ms periods counted an xrun at a start
      * from the standby in one of three runs (in none of the runs with it). */
-    info->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
-    if (!snd_pcm_hw_params_can_pause(hw) || info->whole_periods) a->ops.pause = NULL;
+    a->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
+    if (!a->whole_periods) a->ops.held = NULL;
+    if (!snd_pcm_hw_params_can_pause(hw) || a->whole_periods) a->ops.pause = NULL;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
      * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
@@ -338,12 +350,12 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
          * leaves a period queued. Taken back to a few ms, a session starting from the
          * standby through the rig's dmix (125-ms periods) counted an underrun (2 of 2),
          * and once an xrun. */
-        info->rewind_keep_frames = (uint32_t)period_size;
+        a->rewind_keep = (uint32_t)period_size;
         info->pause_tail_frames = ramp + (uint32_t)period_size;
         info->pause_left_frames = ramp;
         /* An eighth of a period at least: the plugin's period arithmetic rounds (the
          * card's free room and its own differ by a frame or two). */
-        if (info->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
+        if (a->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
     } else {
         /* Paused in place, the card must stop before it plays past the zeros behind the
          * fade: past them lies what the pause's rewind took back, still in its buffer.

@@ -49,8 +49,6 @@ typedef struct sm_backend_info {
     uint32_t buffer_frames;
     uint32_t period_frames;
     int format;               /* sm_sample_format */
-    /* What a rewind leaves queued beyond its few ms of margin (0: nothing more). */
-    uint32_t rewind_keep_frames;
     int sound_server;         /* a sound server's stream (its errors and hints differ) */
     /* After a pause's fade: zeros written behind it, and the device is paused once no
      * more than pause_left of them are queued (0: the ramp's length for both). A server
@@ -65,9 +63,6 @@ typedef struct sm_backend_info {
     /* Silence written before a resume's fade-in (a server that loses the first ms of a
      * restarted stream needs some); 0: none. */
     uint32_t resume_lead_frames;
-    /* The device converts whole periods only (ALSA's rate plugin): the output ends its
-     * writes, and a pause's zeros, on its period boundaries (ops.held says where it stands). */
-    int whole_periods;
     /* Room the output leaves free in the device buffer (0: none). The rate plugin passes a
      * period on to the card only when the card has a whole period free: a period written
      * when its own count said there was room, but the card's did not, waited inside it
@@ -95,7 +90,8 @@ typedef struct sm_backend_ops {
      * -errno (and `error` set) when the device is lost. */
     long (*write)(sm_backend *b, const void *frames, uint32_t n, uint32_t *lost, int *restarted);
     /* Frames queued before a frame written now is heard (0 when not playing or not known),
-     * and with `rewindable` given, how many of them may be taken back (rewind). */
+     * and with `rewindable` given, how many of them may be taken back (rewind): never more
+     * than the delay, less what the device must keep queued (0 or less: none). */
     int (*delay)(sm_backend *b, long *frames, long *rewindable);
     /* Stops at once and forgets what is queued (STOPPED). */
     int (*drop)(sm_backend *b);
@@ -118,8 +114,8 @@ typedef struct sm_backend_ops {
     int (*drain)(sm_backend *b);
     /* Frames written since the device's last period boundary that it still holds (ALSA's
      * rate plugin converts whole periods only; what lies past the boundary waits inside it
-     * and an xrun drops it). The output ends its writes on those boundaries. NULL: the
-     * device takes every frame as it comes. */
+     * and an xrun drops it). The output ends its writes, and a pause's zeros, on those
+     * boundaries. NULL: the device takes every frame as it comes. */
     uint32_t (*held)(sm_backend *b);
 } sm_backend_ops;
 

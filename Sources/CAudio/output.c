@@ -40,7 +40,7 @@ static void settle_paused(sm_output *o, uint32_t written) {
      * partial period would wait inside it, and the card run dry before it. */
     uint32_t tail = o->pause_tail > written ? o->pause_tail - written : 0;
     const uint32_t period = o->info.period_frames;
-    if (o->dev->info.whole_periods && period) {
+    if (o->dev->ops->held && period) {
         uint32_t rest = (dev_held(o) + tail) % period;
         if (rest) tail += period - rest;
     }

@@ -294,9 +294,10 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
 }
 
 /* Frames queued on the device and not yet heard that may be taken back, less a safety
- * margin of 2 ms and a ramp, and what the device keeps queued (info.rewind_keep_frames: a
- * period through a plugin) (0: none, or a device that does not rewind). Never more than
- * the delay (0 on a device that does not pace, such as null or file). */
+ * margin of 2 ms and a ramp, and less what the device keeps queued (its delay's
+ * rewindable says: a period through an ALSA plugin chain) (0: none, or a device that does
+ * not rewind). Never more than the delay (0 on a device that does not pace, such as null
+ * or file). */
 static long takeable(sm_output *o) {
     if (!o->info.can_rewind) return 0;
     sm_dev_state st = dev_state(o);
@@ -304,7 +305,7 @@ static long takeable(sm_output *o) {
     long rewindable = 0, queued = 0;
     if (o->dev->ops->delay(o->dev, &queued, &rewindable) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
-    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames + o->dev->info.rewind_keep_frames);
+    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
     return k > 0 ? k : 0;
 }
 
