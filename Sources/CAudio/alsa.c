@@ -4,7 +4,9 @@
  * buffer of `buffer_us` (default 100 ms) in `periods` periods (default: periods of
  * 20 ms; three at least), at the card's own rate through a plug (no automatic
  * resampling). Writes block (as MPD's do); the output thread writes only what avail says fits.
- * Underruns and suspends are recovered by the PCM's state, as MPD's ALSA output does.
+ * Underruns and suspends are recovered here, inside the write (and for the standby,
+ * alsa_restart), by the PCM's state, as MPD's ALSA output does; the output thread sees
+ * only the frames written, those an xrun dropped, and that the PCM started afresh.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -24,9 +26,18 @@ typedef struct alsa_backend {
     sm_backend base;
     snd_pcm_t *pcm;
     char device[128];
-    /* Frames written since the last prepare: on a plugin chain (info.whole_periods) the
-     * output ends its writes on the rate plugin's period boundaries (alsa_held). */
+    /* The PCM converts whole periods only (ALSA's rate plugin, configure): the output ends
+     * its writes on its period boundaries (alsa_held, only then in the calls). */
+    int whole_periods;
+    /* Frames written since the last prepare: where the writes stand against those
+     * boundaries (alsa_held). */
     uint64_t since_prepare;
+    /* What a rewind leaves queued beyond the output's few ms of margin (a period through a
+     * chain whose pointer is not the card's; configure). */
+    uint32_t rewind_keep;
+    size_t frame_bytes;
+    int external;         /* an ioplug or extplug (pulse): what it took is handed on */
+    sm_backend_ops ops;   /* alsa_ops, without pause or rewind where the PCM has none */
 } alsa_backend;
 
 static snd_pcm_t *pcm_of(sm_backend *b) { return ((alsa_backend *)b)->pcm; }
@@ -54,7 +65,7 @@ static sm_dev_state alsa_state(sm_backend *b) {
     case SND_PCM_STATE_PREPARED: return SM_DEV_PREPARED;
     case SND_PCM_STATE_RUNNING: return SM_DEV_RUNNING;
     case SND_PCM_STATE_PAUSED: return SM_DEV_PAUSED;
-    case SND_PCM_STATE_DRAINING: return SM_DEV_DRAINING;
+    case SND_PCM_STATE_DRAINING: return SM_DEV_RUNNING;   /* playing out (never seen: drains block) */
     case SND_PCM_STATE_XRUN: return SM_DEV_XRUN;
     case SND_PCM_STATE_SUSPENDED: return SM_DEV_SUSPENDED;
     case SND_PCM_STATE_DISCONNECTED: return SM_DEV_LOST;
@@ -63,12 +74,6 @@ static sm_dev_state alsa_state(sm_backend *b) {
 }
 
 static long alsa_avail(sm_backend *b) { return snd_pcm_avail_update(pcm_of(b)); }
-
-static long alsa_write(sm_backend *b, const void *frames, uint32_t n) {
-    snd_pcm_sframes_t w = snd_pcm_writei(pcm_of(b), frames, n);
-    if (w > 0) ((alsa_backend *)b)->since_prepare += (uint64_t)w;
-    return w;
-}
 
 /* A prepare starts the plugins' period count again (the rate plugin's last commit). */
 static int prepared(sm_backend *b, int err) {
@@ -85,7 +90,7 @@ static int prepared(sm_backend *b, int err) {
 static uint32_t alsa_held(sm_backend *b) {
     alsa_backend *a = (alsa_backend *)b;
     uint32_t period = b->info.period_frames;
-    return b->info.whole_periods && period ? (uint32_t)(a->since_prepare % period) : 0;
+    return period ? (uint32_t)(a->since_prepare % period) : 0;
 }
 
 /* The device's own pointers after an xrun: what it took past what it played. Through
@@ -95,7 +100,7 @@ static uint32_t alsa_held(sm_backend *b) {
  * rig. Straight on hw the kernel stops the card only once it has played everything
  * (0). Not on an external plugin (pulse): what it handed on is the server's. */
 static long alsa_unplayed(sm_backend *b) {
-    if (!b->info.can_rewind) return 0;
+    if (((alsa_backend *)b)->external) return 0;
     snd_pcm_status_t *st;
     snd_pcm_status_alloca(&st);
     if (snd_pcm_status(pcm_of(b), st) < 0) return 0;
@@ -103,19 +108,24 @@ static long alsa_unplayed(sm_backend *b) {
     return avail < b->info.buffer_frames ? (long)(b->info.buffer_frames - avail) : 0;
 }
 
-static int alsa_delay(sm_backend *b, long *frames) {
+static int alsa_delay(sm_backend *b, long *frames, long *rewindable) {
+    alsa_backend *a = (alsa_backend *)b;
+    long can = rewindable ? snd_pcm_rewindable(pcm_of(b)) : 0;
     /* On a plugin chain avail_update is where the rate plugin passes whole periods on to
      * the card: the output asks for the delay while it waits (a pause's fade playing out),
      * and what it wrote last must reach the card meanwhile, not wait inside the plugin
      * until the card runs dry (that played stale buffer contents: a click, measured). */
-    if (b->info.whole_periods) snd_pcm_avail_update(pcm_of(b));
+    if (a->whole_periods) snd_pcm_avail_update(pcm_of(b));
     snd_pcm_sframes_t d = 0;
     int r = snd_pcm_delay(pcm_of(b), &d);
     *frames = r < 0 ? 0 : d;
+    if (rewindable) {
+        long queued = *frames > 0 ? *frames : 0;
+        *rewindable = (can < queued ? can : queued) - (long)a->rewind_keep;
+    }
     return r;
 }
 
-static long alsa_rewindable(sm_backend *b) { return snd_pcm_rewindable(pcm_of(b)); }
 static long alsa_rewind(sm_backend *b, unsigned long frames) {
     snd_pcm_sframes_t back = snd_pcm_rewind(pcm_of(b), frames);
     alsa_backend *a = (alsa_backend *)b;
@@ -128,7 +138,7 @@ static int alsa_prepare(sm_backend *b) { return prepared(b, snd_pcm_prepare(pcm_
 static int alsa_drain(sm_backend *b) { return snd_pcm_drain(pcm_of(b)); }
 
 /* Recovers the PCM after a failed write, by its state, as MPD's ALSA output does. */
-static int alsa_recover(sm_backend *b, int err) {
+static int recover(sm_backend *b, int err) {
     snd_pcm_t *pcm = pcm_of(b);
     if (err == -EPIPE) atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
     else if (err == -ESTRPIPE) atomic_fetch_add_explicit(&b->suspends, 1, memory_order_relaxed);
@@ -153,9 +163,41 @@ static int alsa_recover(sm_backend *b, int err) {
     }
 }
 
-static const char *alsa_strerror(sm_backend *b, int err) {
-    (void)b;
-    return snd_strerror(err);
+/* Writes all n frames, recovering by the PCM's state from what a write fails with; an
+ * xrun that dropped frames the PCM had taken (alsa_unplayed) ends it early when the
+ * caller can play them again (`lost`). At most 100 recoveries in one write. */
+static long alsa_write(sm_backend *b, const void *frames, uint32_t n, uint32_t *lost, int *restarted) {
+    alsa_backend *a = (alsa_backend *)b;
+    uint32_t done = 0;
+    int attempts = 0;
+    while (done < n) {
+        snd_pcm_sframes_t w = snd_pcm_writei(a->pcm, (const char *)frames + done * a->frame_bytes, n - done);
+        if (w == -EAGAIN) continue;
+        if (w < 0) {
+            long dropped = (w == -EPIPE && lost) ? alsa_unplayed(b) : 0;
+            *restarted = 1;
+            int r = recover(b, (int)w);
+            if (r < 0 || ++attempts > 100) {
+                int err = r < 0 ? r : (int)w;
+                snprintf(b->error, sizeof b->error, "%s", snd_strerror(err));
+                return err;
+            }
+            if (dropped > 0) {
+                *lost = (uint32_t)dropped;
+                break;
+            }
+            continue;
+        }
+        a->since_prepare += (uint64_t)w;
+        done += (uint32_t)w;
+    }
+    return done;
+}
+
+/* The standby found the PCM stopped by itself between writes: recovered as a write that
+ * failed with what that state says. */
+static int alsa_restart(sm_backend *b) {
+    return recover(b, snd_pcm_state(pcm_of(b)) == SND_PCM_STATE_SUSPENDED ? -ESTRPIPE : -EPIPE);
 }
 
 static void alsa_close(sm_backend *b) {
@@ -169,10 +211,9 @@ static void alsa_close(sm_backend *b) {
 
 static const sm_backend_ops alsa_ops = {
     .state = alsa_state, .avail = alsa_avail, .write = alsa_write, .delay = alsa_delay,
-    .rewindable = alsa_rewindable, .rewind = alsa_rewind, .pause = alsa_pause, .drop = alsa_drop,
-    .prepare = alsa_prepare, .drain = alsa_drain, .recover = alsa_recover, .held = alsa_held,
-    .unplayed = alsa_unplayed,
-    .strerror = alsa_strerror, .close = alsa_close,
+    .drop = alsa_drop, .prepare = alsa_prepare, .close = alsa_close,
+    .rewind = alsa_rewind, .pause = alsa_pause, .restart = alsa_restart, .drain = alsa_drain,
+    .held = alsa_held,
 };
 
 /* ------------------------------------------------------------ open */
@@ -267,6 +308,7 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
     CHECK(snd_pcm_hw_params_get_period_size(hw, &period_size, NULL), "reporting its period size");
     CHECK(snd_pcm_hw_params_get_rate(hw, &rate, NULL), "reporting its rate");
     info->rate = rate;
+    a->frame_bytes = SM_CHANNELS * (info->format == SM_FORMAT_S16 ? 2 : 4);
     info->buffer_frames = (uint32_t)buffer_size;
     info->period_frames = (uint32_t)period_size;
     snd_pcm_type_t type = snd_pcm_type(pcm);
@@ -283,16 +325,18 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * front of what is not the card (a dmix) keeps the same arithmetic, with which the rig
      * measured it: taken away, the dmix with 125-ms periods counted an xrun at a start
      * from the standby in one of three runs (in none of the runs with it). */
-    info->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
-    info->can_pause = snd_pcm_hw_params_can_pause(hw) && !info->whole_periods;
+    a->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
+    if (!a->whole_periods) a->ops.held = NULL;
+    if (!snd_pcm_hw_params_can_pause(hw) || a->whole_periods) a->ops.pause = NULL;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
      * at once: snd_pcm_rewind moves their pointer but cannot take back what the server
      * already holds, so a "rewound" ramp would repeat audio and click. On those the
      * ramp goes after what is queued instead. */
-    info->can_rewind = type != SND_PCM_TYPE_IOPLUG && type != SND_PCM_TYPE_EXTPLUG;
+    a->external = type == SND_PCM_TYPE_IOPLUG || type == SND_PCM_TYPE_EXTPLUG;
+    if (a->external) a->ops.rewind = NULL;
     /* A card's pointer (and a plugin's in front of it) moves in steps and its delay lags
      * (clock.c); an ioplug's is its server's, which may run either way. */
-    info->pointer_lags = info->can_rewind;
+    info->pointer_lags = !a->external;
     /* A plugin chain whose pointer is not the card's (a rate converter, a dmix in front
      * of the card) reports a delay that is not exact to the frame: a pause that dropped
      * the stream once the delay said only the silent tail was left dropped the end of the
@@ -306,12 +350,12 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
          * leaves a period queued. Taken back to a few ms, a session starting from the
          * standby through the rig's dmix (125-ms periods) counted an underrun (2 of 2),
          * and once an xrun. */
-        info->rewind_keep_frames = (uint32_t)period_size;
+        a->rewind_keep = (uint32_t)period_size;
         info->pause_tail_frames = ramp + (uint32_t)period_size;
         info->pause_left_frames = ramp;
         /* An eighth of a period at least: the plugin's period arithmetic rounds (the
          * card's free room and its own differ by a frame or two). */
-        if (info->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
+        if (a->whole_periods) info->headroom_frames = (uint32_t)period_size / 8;
     } else {
         /* Paused in place, the card must stop before it plays past the zeros behind the
          * fade: past them lies what the pause's rewind took back, still in its buffer.
@@ -369,7 +413,8 @@ void sm_alsa_warm(const char *name) {
 sm_backend *sm_alsa_open(const sm_backend_config *c, sm_error *e) {
     alsa_backend *a = calloc(1, sizeof *a);
     if (!a) { sm_set_error(e, SM_ERR_MEMORY, 0, "out of memory"); return NULL; }
-    a->base.ops = &alsa_ops;
+    a->ops = alsa_ops;
+    a->base.ops = &a->ops;
     a->base.name = "alsa";
     a->base.label = "ALSA";
     snprintf(a->device, sizeof a->device, "%s", c->name && *c->name ? c->name : "default");

@@ -1,8 +1,13 @@
 /*
- * sm_backend: the one interface between the output thread (output.c) and a sound
- * device. alsa.c (an ALSA PCM) and pulse.c (a native PulseAudio stream) implement it;
- * device.c decides from the device name which one opens. The output thread knows only
- * these calls and the states below, never ALSA's or PulseAudio's own.
+ * sm_backend: the one interface between the output thread (output.c, play.c, standby.c)
+ * and a sound device, shaped for a push driver: write what fits, say what is queued, take
+ * back what is not yet heard, pause, stop, start again, drain. alsa.c (an ALSA PCM) and
+ * pulse.c (a native PulseAudio stream) implement it; device.c decides from the device name
+ * which one opens. A backend recovers its own device (an ALSA PCM by its state, inside
+ * alsa.c); the output thread knows only these calls and the states below.
+ *
+ * A new backend writes the seven required calls; the optional ones may be NULL (the
+ * device cannot take back, pause, stop by itself, drain or hold frames).
  *
  * Frames are interleaved stereo in `info.format`. Every call is made from one thread at
  * a time (the output thread once it runs). Errors are negative errno values.
@@ -10,6 +15,7 @@
 #ifndef CAUDIO_BACKEND_H
 #define CAUDIO_BACKEND_H
 #include "caudio.h"
+#include "diag.h"
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,9 +28,8 @@ typedef enum sm_dev_state {
     SM_DEV_PREPARED,      /* ready; starts playing once enough is queued (its start threshold) */
     SM_DEV_RUNNING,       /* playing */
     SM_DEV_PAUSED,        /* paused in place (pause(1)); pause(0) goes on */
-    SM_DEV_DRAINING,      /* playing out what is queued */
-    SM_DEV_XRUN,          /* ran dry and stopped (prepare first) */
-    SM_DEV_SUSPENDED,     /* the system suspended it */
+    SM_DEV_XRUN,          /* ran dry and stopped (a write or restart brings it back) */
+    SM_DEV_SUSPENDED,     /* the system suspended it (likewise) */
     SM_DEV_LOST           /* gone: unplugged, the server went away */
 } sm_dev_state;
 
@@ -44,10 +49,6 @@ typedef struct sm_backend_info {
     uint32_t buffer_frames;
     uint32_t period_frames;
     int format;               /* sm_sample_format */
-    int can_pause;            /* pause(1) holds the stream in place */
-    int can_rewind;           /* queued audio can be taken back (rewind) */
-    /* What a rewind leaves queued beyond its few ms of margin (0: nothing more). */
-    uint32_t rewind_keep_frames;
     int sound_server;         /* a sound server's stream (its errors and hints differ) */
     /* After a pause's fade: zeros written behind it, and the device is paused once no
      * more than pause_left of them are queued (0: the ramp's length for both). A server
@@ -62,9 +63,6 @@ typedef struct sm_backend_info {
     /* Silence written before a resume's fade-in (a server that loses the first ms of a
      * restarted stream needs some); 0: none. */
     uint32_t resume_lead_frames;
-    /* The device converts whole periods only (ALSA's rate plugin): the output ends its
-     * writes on its period boundaries (ops.held says where it stands). */
-    int whole_periods;
     /* Room the output leaves free in the device buffer (0: none). The rate plugin passes a
      * period on to the card only when the card has a whole period free: a period written
      * when its own count said there was room, but the card's did not, waited inside it
@@ -80,40 +78,45 @@ typedef struct sm_backend_info {
 typedef struct sm_backend sm_backend;
 
 typedef struct sm_backend_ops {
+    /* Required. */
     sm_dev_state (*state)(sm_backend *b);
     /* Frames that can be written now without blocking. */
     long (*avail)(sm_backend *b);
-    /* Writes all n frames (blocking while the device is full); n or -errno. */
-    long (*write)(sm_backend *b, const void *frames, uint32_t n);
-    /* Frames queued before a frame written now is heard (0 when not playing). */
-    int (*delay)(sm_backend *b, long *frames);
-    /* Queued frames that may be taken back, and taking them back: the next write goes
-     * over them. Returns the frames taken back. */
-    long (*rewindable)(sm_backend *b);
-    long (*rewind)(sm_backend *b, unsigned long frames);
-    int (*pause)(sm_backend *b, int enable);
+    /* Writes all n frames (blocking while the device is full) and returns n; the device is
+     * brought back on the way from whatever stopped it (an underrun or a suspend, counted
+     * in xruns and suspends), and *restarted set then. With `lost` given, a recovery that
+     * dropped frames the device had taken but never played ends the write early: it
+     * returns the frames written and sets *lost, and the caller plays those again first.
+     * -errno (and `error` set) when the device is lost. */
+    long (*write)(sm_backend *b, const void *frames, uint32_t n, uint32_t *lost, int *restarted);
+    /* Frames queued before a frame written now is heard (0 when not playing or not known),
+     * and with `rewindable` given, how many of them may be taken back (rewind): never more
+     * than the delay, less what the device must keep queued (0 or less: none). */
+    int (*delay)(sm_backend *b, long *frames, long *rewindable);
     /* Stops at once and forgets what is queued (STOPPED). */
     int (*drop)(sm_backend *b);
-    /* Ready to play again after a drop, a drain or an xrun (PREPARED). */
+    /* Ready to play again after a drop or a drain (PREPARED). */
     int (*prepare)(sm_backend *b);
-    /* Returns when everything written has been played (STOPPED). */
+    void (*close)(sm_backend *b);
+
+    /* Optional (NULL: the device has no such thing). */
+    /* Takes back `frames` of what is queued (no more than delay's rewindable): the next
+     * write goes over them. Returns the frames taken back. NULL: nothing queued can be
+     * taken back (ALSA's external plugins: what they hand on is their server's). */
+    long (*rewind)(sm_backend *b, unsigned long frames);
+    /* Holds the stream in place (PAUSED) and goes on. NULL: a pause drops the stream. */
+    int (*pause)(sm_backend *b, int enable);
+    /* Brings back a device that stopped by itself (XRUN, SUSPENDED: the standby finds it
+     * so between writes), counting it as a failed write's recovery would. NULL: a device
+     * that never reports those states. */
+    int (*restart)(sm_backend *b);
+    /* Returns when everything written has been played (STOPPED). NULL: nothing to wait for. */
     int (*drain)(sm_backend *b);
-    /* After a failed write `err`: brings the device back (0: write again), counting an
-     * underrun or a suspend; -errno when it is lost. */
-    int (*recover)(sm_backend *b, int err);
     /* Frames written since the device's last period boundary that it still holds (ALSA's
      * rate plugin converts whole periods only; what lies past the boundary waits inside it
-     * and an xrun drops it). The output ends its writes on those boundaries. NULL: the
-     * device takes every frame as it comes. */
+     * and an xrun drops it). The output ends its writes, and a pause's zeros, on those
+     * boundaries. NULL: the device takes every frame as it comes. */
     uint32_t (*held)(sm_backend *b);
-    /* After a write failed with an xrun (before recover): frames the device took but
-     * never played, which the recovery drops. ALSA's rate plugin takes a write that was
-     * under way when the card ran dry and passes it on to the stopped card. NULL or 0:
-     * none, or not known. */
-    long (*unplayed)(sm_backend *b);
-    /* One line on what went wrong, for err (or the last failure). */
-    const char *(*strerror)(sm_backend *b, int err);
-    void (*close)(sm_backend *b);
 } sm_backend_ops;
 
 /* Every backend's state begins with this. */
@@ -124,6 +127,9 @@ struct sm_backend {
     sm_backend_info info;
     _Atomic uint32_t xruns;       /* underruns recovered (or seen by the server) */
     _Atomic uint32_t suspends;    /* suspends recovered */
+    /* What went wrong, one line, for a call that failed because the device is lost (or
+     * the backend's own default); empty: the errno says it. */
+    char error[200];
 };
 
 /* The ramp of a pause, a seek or a resume: 5 ms, at least 16 frames. */
@@ -147,16 +153,8 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e);
 sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_us, uint32_t periods,
                             int raise_threads, char *shown, size_t shown_size, sm_error *e);
 
-/* Sets the calling thread's nice value to `want`, or as far toward it as RLIMIT_NICE
- * allows (control.c); never lowers the priority, and a refusal leaves it as it was. */
-void sm_raise_thread_nice(int want);
-
 static inline void sm_backend_close(sm_backend *b) {
     if (b) b->ops->close(b);
 }
-
-/* Shared by the backends and the output: fills an sm_error. */
-void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -7,10 +7,10 @@
 #define _GNU_SOURCE
 #include "caudio.h"
 #include "internal.h"
+#include "priority.h"
 
 #include <errno.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +35,8 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->info.buffer_frames = dev->buffer_frames;
     o->info.period_frames = dev->period_frames;
     o->info.format = dev->format;
-    o->info.can_pause = dev->can_pause;
-    o->info.can_rewind = dev->can_rewind;
+    o->info.can_pause = o->dev->ops->pause != NULL;
+    o->info.can_rewind = o->dev->ops->rewind != NULL;
 
     uint32_t ring_frames = c->ring_frames ? c->ring_frames : o->info.rate;
     if (ring_frames < 2 * o->info.buffer_frames) ring_frames = 2 * o->info.buffer_frames;
@@ -63,7 +63,7 @@ sm_output *sm_output_open(const sm_output_config *c, sm_error *e) {
     o->gain_target = 1.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
     o->dither = 0x12345678u;
-    o->state = ST_RUNNING;
+    o->state = OUT_PLAYING;
     return o;
 }
 
@@ -227,16 +227,4 @@ uint32_t sm_output_wait_writable(sm_output *o, uint32_t frames, int timeout_ms) 
  * periods of silence counted; none at nice -10). Linux keeps a nice value per thread. */
 void sm_output_raise_producer(const sm_output *o) {
     if (o && o->want_realtime) sm_raise_thread_nice(-10);
-}
-
-void sm_raise_thread_nice(int want) {
-    errno = 0;
-    int now = getpriority(PRIO_PROCESS, (id_t)gettid());
-    if (errno) now = 0;
-    struct rlimit rl;
-    if (geteuid() != 0 && getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        int floor = 20 - (int)(rl.rlim_cur > 40 ? 40 : rl.rlim_cur);   /* RLIMIT_NICE is 20 - nice */
-        if (want < floor) want = floor;
-    }
-    if (want < now) (void)setpriority(PRIO_PROCESS, (id_t)gettid(), want);   /* refused: as it was */
 }

@@ -11,27 +11,18 @@
  *                          back what is queued (the plugin stays if that fails)
  *
  * sm_backend_warm loads ahead, on a thread of its own, what the first open of a name
- * needs (the daemon calls it when it starts); an open waits until it is done.
+ * needs (the daemon calls it when it starts); an open waits until it is done. A third
+ * backend is a file of its own (the calls of backend.h) and a name here.
  */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "diag.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-void sm_set_error(sm_error *e, int code, int alsa_errno, const char *fmt, ...) {
-    if (!e) return;
-    e->code = code;
-    e->alsa_errno = alsa_errno;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-}
 
 /* A device name as the policy above reads it. */
 typedef struct device_name {

@@ -1,11 +1,13 @@
 /*
  * CAudio's insides shared between its files: the ring's layout (ring.c), the output's
- * state (output.c runs the thread on it, control.c opens it and answers the other
- * threads), and the futex the two sides wake each other with.
+ * state (out_state and sm_output: output.c, play.c and standby.c run the thread on it,
+ * control.c opens it and answers the other threads), the calls into the device, and the
+ * futex the two sides wake each other with.
  */
 #ifndef CAUDIO_INTERNAL_H
 #define CAUDIO_INTERNAL_H
 #include "backend.h"
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -34,8 +36,26 @@ typedef struct segment {
     uint64_t len;
 } segment;
 
-/* ST_STANDBY: between sessions, the device kept running on silence (SM_REQ_STANDBY). */
-enum run_state { ST_RUNNING = 0, ST_PAUSED = 1, ST_DRAINED = 2, ST_FAILED = 3, ST_STANDBY = 4 };
+/* What the output thread is doing: the one state of its loop (output.c). The first five
+ * play the ring ("running": out_running). */
+typedef enum out_state {
+    OUT_PLAYING = 0,      /* consuming the ring */
+    OUT_REFILLING,        /* after a seek on a paced device: silence while the producer
+                             refills, taken back once it has (or a drain comes) */
+    OUT_FADING,           /* a long fade (SM_REQ_FADE) at the consumer; paused at its end */
+    OUT_DRAINING,         /* the ring played up to drain_end, then the device drains */
+    OUT_FADING_DRAINING,  /* a fade during a drain: it ends at whichever comes first */
+    OUT_PAUSED,           /* faded out, the device paused (or dropped), the ring flushed */
+    OUT_DRAINED,          /* everything was heard; frames written later play */
+    OUT_STANDBY_FIRST,    /* between sessions (SM_REQ_STANDBY), before the standby's first turn */
+    OUT_STANDBY,          /* between sessions: the device kept running on silence */
+    OUT_FAILED            /* the device is lost */
+} out_state;
+
+static inline int out_running(out_state s) { return s <= OUT_FADING_DRAINING; }
+static inline int out_fading(out_state s) { return s == OUT_FADING || s == OUT_FADING_DRAINING; }
+static inline int out_draining(out_state s) { return s == OUT_DRAINING || s == OUT_FADING_DRAINING; }
+static inline int out_in_standby(out_state s) { return s == OUT_STANDBY_FIRST || s == OUT_STANDBY; }
 
 struct sm_output {
     sm_backend *dev;      /* the device (alsa.c, pulse.c) */
@@ -70,15 +90,10 @@ struct sm_output {
     uint32_t chunk_frames; /* fbuf and obuf hold this many frames: a longer write goes in pieces */
     uint32_t refill_grace; /* after a flush (a seek): silence the device needs while the
                               producer refills is not an underrun, for up to this many frames */
-    int refill_silence;   /* after a flush: the silence written while the producer refills is
-                             taken back once it has (sm_out_take_back_silence) */
     uint32_t dither;
-    int state;
-    int draining;
+    out_state state;
     uint64_t drain_end;   /* the drain plays the ring up to this index, then ends the stream */
-    int fading;
-    int standby_probe;    /* a standby's first turn on a device not (yet) seen to pace */
-    uint32_t standby_looks; /* turns since then */
+    uint32_t standby_looks; /* the standby's turns since its first (OUT_STANDBY_FIRST) */
     uint32_t handled_seq;
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
 
@@ -141,33 +156,27 @@ static inline size_t sm_format_bytes(int format) {
     return format == SM_FORMAT_S16 ? 2 : 4;
 }
 
-/* Calls into the device (the output thread's). */
+/* Calls into the device (the output thread's); an optional call that is NULL answers as a
+ * device without it would. */
 static inline sm_dev_state dev_state(sm_output *o) { return o->dev->ops->state(o->dev); }
 static inline long dev_avail(sm_output *o) { return o->dev->ops->avail(o->dev); }
-static inline long dev_rewindable(sm_output *o) { return o->dev->ops->rewindable(o->dev); }
-static inline long dev_rewind(sm_output *o, unsigned long n) { return o->dev->ops->rewind(o->dev, n); }
+static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay, NULL); }
+static inline long dev_rewind(sm_output *o, unsigned long n) {
+    return o->dev->ops->rewind ? o->dev->ops->rewind(o->dev, n) : 0;
+}
 /* A device that pauses, stops or starts again no longer plays on from the clock's last
- * reads: the envelope starts afresh (dev_recover too). */
-static inline int dev_pause(sm_output *o, int enable) { o->clock_env.ns = 0; return o->dev->ops->pause(o->dev, enable); }
+ * reads: the envelope starts afresh (a write that restarted the device too, play.c). */
+static inline int dev_pause(sm_output *o, int enable) {
+    o->clock_env.ns = 0;
+    return o->dev->ops->pause ? o->dev->ops->pause(o->dev, enable) : -ENOSYS;
+}
 static inline int dev_drop(sm_output *o) { o->clock_env.ns = 0; return o->dev->ops->drop(o->dev); }
 static inline int dev_prepare(sm_output *o) { o->clock_env.ns = 0; return o->dev->ops->prepare(o->dev); }
-static inline int dev_recover(sm_output *o, int err) { o->clock_env.ns = 0; return o->dev->ops->recover(o->dev, err); }
-static inline int dev_drain(sm_output *o) { return o->dev->ops->drain(o->dev); }
-static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay); }
+static inline int dev_restart(sm_output *o) {
+    o->clock_env.ns = 0;
+    return o->dev->ops->restart ? o->dev->ops->restart(o->dev) : o->dev->ops->prepare(o->dev);
+}
+static inline int dev_drain(sm_output *o) { return o->dev->ops->drain ? o->dev->ops->drain(o->dev) : 0; }
 static inline uint32_t dev_held(sm_output *o) { return o->dev->ops->held ? o->dev->ops->held(o->dev) : 0; }
-
-/* Shared by the output thread's files (output.c, standby.c). */
-void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);
-void sm_out_fail(sm_output *o, int err, const char *what);
-int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
-int sm_out_ramp_out(sm_output *o, uint32_t zeros);
-void sm_out_flush_ring(sm_output *o);
-long sm_out_takeable(sm_output *o);
-void sm_out_take_back_silence(sm_output *o);
-uint32_t sm_out_start_frames(const sm_output *o);
-void sm_out_wait_for_data(sm_output *o, uint32_t want, int timeout_ms);
-void sm_standby_enter(sm_output *o);
-void sm_standby_keep(sm_output *o);
-void sm_standby_leave(sm_output *o);
 
 #endif

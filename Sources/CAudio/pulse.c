@@ -13,13 +13,16 @@
  * libpulse is loaded with dlopen when a pulse device is opened, so a Raspberry Pi
  * without a sound server needs neither libpulse nor its dependencies.
  *
- * The calls: a state, writes (the output thread writes only what avail says fits), the
- * delay (frames queued before a frame written now is heard), rewind (the next write goes
- * back over queued audio), pause (cork), drop (cork and flush), prepare (uncork) and
- * drain. Server callbacks run on libpulse's own thread and only signal or count.
+ * The calls: a state, writes (the output thread writes only what avail says fits; the
+ * server recovers an underrun itself, so a write never restarts anything), the delay
+ * (frames queued before a frame written now is heard, and how many may be taken back),
+ * rewind (the next write goes back over queued audio), pause (cork), drop (cork and
+ * flush), prepare (uncork) and drain. Server callbacks run on libpulse's own thread and
+ * only signal or count.
  */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "priority.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -82,7 +85,6 @@ typedef struct sm_pulse {
     sm_dev_state state;
     int uncork_pending;        /* resumed: uncork right after the next write */
     int raise_ml;              /* raise libpulse's thread's priority at its first callback */
-    char error[200];
 } sm_pulse;
 
 static void context_cb(pa_context *c, void *u) {
@@ -143,7 +145,7 @@ static void note_failure(sm_pulse *p) {
     if (p->state == SM_DEV_LOST) return;
     p->state = SM_DEV_LOST;
     int err = p->ctx ? pa.pa_context_errno(p->ctx) : PA_ERR_UNKNOWN;
-    snprintf(p->error, sizeof p->error, "%s", pa.pa_strerror(err ? err : PA_ERR_CONNECTIONTERMINATED));
+    snprintf(p->base.error, sizeof p->base.error, "%s", pa.pa_strerror(err ? err : PA_ERR_CONNECTIONTERMINATED));
 }
 
 /* Runs an operation to its end (lock held). 0, or -ENODEV (noted) when there was no
@@ -194,12 +196,6 @@ static void pulse_close(sm_backend *b) {
     free(p);
 }
 
-static const char *pulse_strerror(sm_backend *b, int err) {
-    (void)err;
-    sm_pulse *p = (sm_pulse *)b;
-    return p->error[0] ? p->error : "the connection to the server was lost";
-}
-
 static sm_dev_state pulse_state(sm_backend *b) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
@@ -224,8 +220,11 @@ static long pulse_avail(sm_backend *b) {
     return n;
 }
 
-/* Writes all n frames (a blocking write, as snd_pcm_writei in blocking mode). */
-static long pulse_write(sm_backend *b, const void *frames, uint32_t n) {
+/* Writes all n frames (a blocking write, as snd_pcm_writei in blocking mode). A stream
+ * never needs bringing back (the server recovers an underrun itself: underflow_cb), so
+ * nothing is lost or restarted here; a failure is a lost connection. */
+static long pulse_write(sm_backend *b, const void *frames, uint32_t n, uint32_t *lost, int *restarted) {
+    (void)lost; (void)restarted;
     sm_pulse *p = (sm_pulse *)b;
     const char *src = (const char *)frames;
     size_t left = n * p->frame_bytes;
@@ -256,8 +255,12 @@ static long pulse_write(sm_backend *b, const void *frames, uint32_t n) {
     return (long)n;
 }
 
-/* Frames between the write position and the frame heard now. */
-static int pulse_delay(sm_backend *b, long *frames) {
+/* Frames between the write position and the frame heard now; and those that may be taken
+ * back: all but what the server is about to play. The server rewinds its sink to render
+ * the overwritten part; 10 ms covers the request's trip and the sink's own safety margin
+ * (40 pauses in a row faded cleanly at the null sink's monitor, heard 19-29 ms after the
+ * command). */
+static int pulse_delay(sm_backend *b, long *frames, long *rewindable) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     int r = 0;
@@ -269,19 +272,11 @@ static int pulse_delay(sm_backend *b, long *frames) {
     d += (long)(p->seek_bytes / (int64_t)p->frame_bytes);  /* a pending rewind */
     *frames = d > 0 ? d : 0;
     pa.pa_threaded_mainloop_unlock(p->ml);
+    if (rewindable) {
+        long guard = (long)(p->rate / 100);
+        *rewindable = r < 0 ? 0 : (*frames > guard ? *frames - guard : 0);
+    }
     return r;
-}
-
-/* Queued frames that may be taken back: all but what the server is about to play. The
- * server rewinds its sink to render the overwritten part; 10 ms covers the request's
- * trip and the sink's own safety margin (40 pauses in a row faded cleanly at the null
- * sink's monitor, heard 19-29 ms after the command). */
-static long pulse_rewindable(sm_backend *b) {
-    sm_pulse *p = (sm_pulse *)b;
-    long d = 0;
-    if (pulse_delay(b, &d) < 0) return 0;
-    long guard = (long)(p->rate / 100);
-    return d > guard ? d - guard : 0;
 }
 
 static long pulse_rewind(sm_backend *b, unsigned long frames) {
@@ -349,26 +344,17 @@ static int pulse_prepare(sm_backend *b) {
 static int pulse_drain(sm_backend *b) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
-    p->state = SM_DEV_DRAINING;
+    p->state = SM_DEV_STOPPED;   /* playing out: no underrun counted, no start */
     int r = finish(p, pa.pa_stream_drain(p->st, op_done_cb, p));
     if (r == 0) p->state = SM_DEV_STOPPED;
     pa.pa_threaded_mainloop_unlock(p->ml);
     return r;
 }
 
-/* A failed write: the connection is gone (writes fail for nothing else); underruns are
- * the server's to recover and are counted by underflow_cb. */
-static int pulse_recover(sm_backend *b, int err) {
-    if (err == -EPIPE) atomic_fetch_add_explicit(&b->xruns, 1, memory_order_relaxed);
-    else if (err == -ESTRPIPE) atomic_fetch_add_explicit(&b->suspends, 1, memory_order_relaxed);
-    return pulse_state(b) == SM_DEV_LOST ? -ENODEV : 0;
-}
-
 static const sm_backend_ops pulse_ops = {
     .state = pulse_state, .avail = pulse_avail, .write = pulse_write, .delay = pulse_delay,
-    .rewindable = pulse_rewindable, .rewind = pulse_rewind, .pause = pulse_pause, .drop = pulse_drop,
-    .prepare = pulse_prepare, .drain = pulse_drain, .recover = pulse_recover, .strerror = pulse_strerror,
-    .close = pulse_close,
+    .drop = pulse_drop, .prepare = pulse_prepare, .close = pulse_close,
+    .rewind = pulse_rewind, .pause = pulse_pause, .drain = pulse_drain,
 };
 
 /* The server's answer, in the error (lock held, or before the thread runs). */
@@ -397,6 +383,7 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
     p->base.ops = &pulse_ops;
     p->base.name = "pulse";
     p->base.label = "PulseAudio";
+    snprintf(p->base.error, sizeof p->base.error, "%s", "the connection to the server was lost");
     uint32_t rate = c->rate ? c->rate : 44100;
     uint32_t buffer_us = c->buffer_us ? c->buffer_us : PULSE_BUFFER_US;
     uint32_t periods = c->periods ? c->periods : 4;
@@ -470,8 +457,6 @@ sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e) {
     info->buffer_frames = buffer_frames;
     info->period_frames = period_frames ? period_frames : buffer_frames / 4;
     info->format = SM_FORMAT_FLOAT;
-    info->can_pause = 1;        /* corks the stream */
-    info->can_rewind = 1;
     info->sound_server = 1;
     /* PulseAudio takes back what its sink has mixed ahead when a stream is corked, and its
      * clock is an estimate: the stream is corked once 30 ms of the zeros after a pause's

@@ -3,20 +3,20 @@
  * stays open and running on silence, so the next session starts into a running stream
  * (HDMI receivers drop the first second of a new stream; many DACs pop when the device
  * opens or closes). Part of the output thread (output.c calls these from its loop and its
- * request handling): the same rules, no allocation, no lock, no call into Swift.
+ * request handling; these call play.c, never output.c): the same rules, no allocation, no
+ * lock, no call into Swift.
  */
 #define _GNU_SOURCE
 #include "caudio.h"
-#include "internal.h"
+#include "play.h"
+#include "standby.h"
 
 #include <errno.h>
 #include <string.h>
 
 /* The session is over; the device stays open and running on silence. */
 void sm_standby_enter(sm_output *o) {
-    if (o->state == ST_RUNNING && sm_out_ramp_out(o, 0) < 0) return;
-    o->fading = 0;
-    o->draining = 0;
+    if (out_running(o->state) && sm_out_ramp_out(o, 0) < 0) return;
     sm_out_flush_ring(o);
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
     sm_dev_state st = dev_state(o);
@@ -29,9 +29,7 @@ void sm_standby_enter(sm_output *o) {
     o->gain_target = 1.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
     o->refill_grace = 0;
-    o->refill_silence = 0;
-    o->state = ST_STANDBY;
-    o->standby_probe = 1;
+    o->state = OUT_STANDBY_FIRST;
     sm_out_publish_clock(o, o->next_ring, o->next_ring, 0);
 }
 
@@ -60,9 +58,9 @@ void sm_standby_keep(sm_output *o) {
          * not pace): silence until it starts (a sound server starts a stream once enough
          * is queued), which shows whether it plays in real time (a sound card, a server)
          * or not (null, file: nothing to keep then). */
-        if (o->standby_probe || dev_state(o) == SM_DEV_PREPARED) {
-            if (o->standby_probe) o->standby_looks = 0;
-            o->standby_probe = 0;
+        if (o->state == OUT_STANDBY_FIRST || dev_state(o) == SM_DEV_PREPARED) {
+            if (o->state == OUT_STANDBY_FIRST) o->standby_looks = 0;
+            o->state = OUT_STANDBY;
             long avail = room(o);   /* what fits now: a write never blocks here */
             if (avail > 0 && sm_out_play_silence(o, (uint32_t)avail, 0) < 0) return;
         }
@@ -79,7 +77,7 @@ void sm_standby_keep(sm_output *o) {
     }
     sm_dev_state st = dev_state(o);
     if (st == SM_DEV_STOPPED || st == SM_DEV_XRUN || st == SM_DEV_SUSPENDED) {
-        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : dev_recover(o, st == SM_DEV_XRUN ? -EPIPE : -ESTRPIPE);
+        int r = st == SM_DEV_STOPPED ? dev_prepare(o) : dev_restart(o);
         if (r < 0 && dev_prepare(o) < 0) {
             sm_out_fail(o, -EIO, "kept open between sessions");
             return;
@@ -98,7 +96,7 @@ void sm_standby_keep(sm_output *o) {
  * allows) down to a few ms, so the session is heard at once; none of the last session's
  * audio is touched. */
 void sm_standby_leave(sm_output *o) {
-    o->state = ST_RUNNING;
+    o->state = OUT_PLAYING;
     o->refill_grace = o->info.rate / 5;
     sm_out_take_back_silence(o);
 }
