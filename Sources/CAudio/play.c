@@ -342,6 +342,7 @@ void sm_out_take_back_silence(sm_output *o) {
     if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
     uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
     long k = takeable(o) - (long)o->dev->info.silence_keep_frames;
+    if (k <= 0) return;                 /* less queued than the device must keep: nothing */
     if ((uint64_t)k > silence) k = (long)silence;
     if (k <= 0) return;
     long back = dev_rewind(o, (unsigned long)k);
