@@ -48,17 +48,19 @@ public struct Settings: Sendable, Equatable {
 
     public func isDefault(_ key: String) -> Bool { values[key] == nil }
 
-    /// Loads `settings.json` (a missing file means all defaults).
-    public static func load(path: String = Paths.settingsFile) throws(CoreError) -> Settings {
+    /// Loads `settings.json` (a missing file means all defaults); a key that is no setting
+    /// is an error naming it, unless `droppingUnknown` (what `settings reset` reads, so that
+    /// it can mend such a file).
+    public static func load(path: String = Paths.settingsFile, droppingUnknown: Bool = false) throws(CoreError) -> Settings {
         guard let data = FileManager.default.contents(atPath: path) else { return Settings() }
         do {
             let raw = try JSONDecoder().decode([String: String].self, from: data)
             // A key that is no setting (a typo in a hand edit, a newer version's) is said, not dropped.
-            if let unknown = raw.keys.sorted().first(where: { !keys.contains($0) }) {
-                throw CoreError.damaged(tr("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix or remove it (the settings are: \(keys.joined(separator: ", ")))",
-                                           "\(path): '\(Display.clean(String(unknown.prefix(40))))' ist keine Einstellung; berichtige oder entferne sie (die Einstellungen sind: \(keys.joined(separator: ", ")))"))
+            if !droppingUnknown, let unknown = raw.keys.sorted().first(where: { !keys.contains($0) }) {
+                throw CoreError.damaged(tr("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix it, or drop it with `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`",
+                                           "\(path): '\(Display.clean(String(unknown.prefix(40))))' ist keine Einstellung; berichtige sie oder entferne sie mit `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`"))
             }
-            return Settings(values: raw)
+            return Settings(values: raw.filter { keys.contains($0.key) })
         } catch let error as CoreError {
             throw error
         } catch {

@@ -55,9 +55,12 @@ struct SettingsCommand: ParsableCommand {
 
         func run() throws {
             do {
-                var settings = try Settings.load()
+                // Read leniently: a key that is no setting (a typo in a hand edit) is dropped
+                // here, by name or with everything, so that the file is mended.
+                var settings = try Settings.load(droppingUnknown: true)
                 if let key {
-                    guard Settings.keys.contains(key) else {
+                    let strict = try? Settings.load()
+                    guard Settings.keys.contains(key) || strict == nil else {
                         throw Settings.unknown(key)
                     }
                     settings.reset(key)

@@ -113,6 +113,11 @@ def test_a_key_in_settings_json_that_is_no_setting_is_named_not_dropped(home):
         f.write('{"duration": "20m", "durration": "5m"}')
     r = home.run("timer", "1m", "--device", "null", "--foreground")
     assert r.rc == FAILURE and "durration" in r.err and len(r.err_lines) == 1, r
+    # The message's own remedy mends it, keeping the rest.
+    r = home.run("settings", "reset", "durration")
+    with open(home.home + "/settings.json") as f:
+        kept = json.load(f)
+    assert r.rc == 0 and kept == {"duration": "20m"}, (r, kept)
 
 
 def test_help_lists_the_exit_codes_and_value_ranges(home):
