@@ -33,6 +33,16 @@ struct SessionServiceTests {
         return false
     }
 
+    /// The 1-s MP3 fixture imported into the service's store (nil, recorded, if it did not import).
+    static func meditation(_ service: SessionService) throws -> Meditation? {
+        let fixture = root.appendingPathComponent("Tests/Fixtures/cbr.mp3").path
+        guard case .imported(let m) = try Importer(store: service.store).importFile(fixture) else {
+            Issue.record("the fixture did not import")
+            return nil
+        }
+        return m
+    }
+
     /// Keeps the device worker busy for half a second, as a real card's fade and close do.
     static func holdWorker(_ service: SessionService) {
         service.worker.run("hold") {
@@ -174,11 +184,7 @@ struct SessionServiceTests {
     func preemption() throws {
         let (service, home) = try Self.service()
         defer { try? FileManager.default.removeItem(atPath: home) }
-        let fixture = Self.root.appendingPathComponent("Tests/Fixtures/cbr.mp3").path
-        guard case .imported(let m) = try Importer(store: service.store).importFile(fixture) else {
-            Issue.record("the fixture did not import")
-            return
-        }
+        guard let m = try Self.meditation(service) else { return }
         // A long preparation keeps it before its voice on a device 300 times real time.
         let asked = try service.play(PlayRequest(id: m.id, preparation: 3_600_000, device: .null))
         #expect(asked.source == .guided && asked.state == .starting && asked.meditation?.id == m.id)
@@ -239,11 +245,7 @@ struct SessionServiceTests {
     func slowDevice() throws {
         let (service, home) = try Self.service()
         defer { try? FileManager.default.removeItem(atPath: home) }
-        let fixture = Self.root.appendingPathComponent("Tests/Fixtures/cbr.mp3").path
-        guard case .imported(let m) = try Importer(store: service.store).importFile(fixture) else {
-            Issue.record("the fixture did not import")
-            return
-        }
+        guard let m = try Self.meditation(service) else { return }
         // ALSA's file plugin on a FIFO: its open blocks until a reader comes, 2 s later.
         let fifo = home + "/slow.fifo"
         #expect(mkfifo(fifo, 0o600) == 0)

@@ -53,11 +53,16 @@ extension ScheduleStore {
     /// its name, a meditation by id, prefix or name), and checks the action as it would
     /// run: a timer against the settings and the sounds, a bell's sound. Throws what is wrong.
     public func bind(_ action: ScheduleAction) throws(CoreError) -> ScheduleAction {
-        let catalog = try SoundCatalog.withCustomSounds(store: store)
+        try bind(action, catalog: try SoundCatalog.withCustomSounds(store: store), settings: try Settings.load())
+    }
+
+    /// As `bind(_:)`, with the sounds and the settings read once by the caller (a
+    /// timetable of many lines reads them once, not once a line).
+    public func bind(_ action: ScheduleAction, catalog: SoundCatalog, settings: Settings) throws(CoreError) -> ScheduleAction {
         switch action {
         case .timer(let ref, let request):
             let preset = try ref.map { (r) throws(CoreError) in try PresetStore(store: store).require(r.name) }
-            _ = try TimerConfiguration(settings: try Settings.load(), preset: preset, options: request, catalog: catalog)
+            _ = try TimerConfiguration(settings: settings, preset: preset, options: request, catalog: catalog)
             return .timer(preset: preset.map { LibraryRef(id: $0.id, name: $0.name) }, request: request)
         case .play(let ref):
             let m = try store.find(ref.name)

@@ -60,11 +60,12 @@ public struct ScheduleService: Sendable {
     public func importTimetable(_ lines: [(line: Int, entry: NewScheduleEntry)], replacing: Bool,
                                 now: Int64 = LocalTime.now().unix) throws(CoreError) -> Imported {
         var keep: [NewScheduleEntry] = [], gone: [Int] = []
+        let catalog = try SoundCatalog.withCustomSounds(store: store), settings = try Settings.load()
         for (n, typed) in lines {
             do throws(CoreError) {
                 var entry = typed
                 try entry.checkForTimetable()
-                entry.action = try table.bind(entry.action)
+                entry.action = try table.bind(entry.action, catalog: catalog, settings: settings)
                 if entry.when.hasPassed(now: now, zone: zone) { gone.append(n) } else { keep.append(entry) }
             } catch {
                 throw CoreError.badValue(option: "", reason: tr("line \(n): ", "Zeile \(n): ") + error.description)
