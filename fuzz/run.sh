@@ -89,7 +89,9 @@ build_target() {
              "$src/MP3Decoder.swift" "$src/SeekIndex.swift" "$src/MPEGAudio.swift" fuzz/aac/main.swift ;;
     mpeg) build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
               fuzz/mpeg/main.swift ;;
-    control) build control Sources/StillMomentControl/JSON.swift Sources/StillMomentControl/JSONParser.swift \
+    control) build control Sources/StillMomentCore/JSON/JSON.swift Sources/StillMomentCore/JSON/JSONParser.swift \
+                 Sources/StillMomentCore/JSON/JSONWriter.swift Sources/StillMomentCore/JSON/JSONValueEncoder.swift \
+                 Sources/StillMomentCore/JSON/JSONValueDecoder.swift \
                  Sources/StillMomentControl/Protocol.swift "$(core Language.swift)" "$(core Environment.swift)" \
                  "$(core Display.swift)" fuzz/control/main.swift ;;
     time)

@@ -197,23 +197,3 @@ extension EndReason {
     /// The protocol's name of the reason.
     public var wireName: EndReasonName { EndReasonName(rawValue: name) ?? .failed }
 }
-
-// MARK: typed values ↔ JSON
-
-extension JSON {
-    /// A Codable value as a JSON value (what goes on the wire).
-    public init(encoding value: some Encodable) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(value), let json = try? JSONParser.parse(Array(data)) else {
-            self = .null
-            return
-        }
-        self = json
-    }
-
-    /// The value decoded as `type`; nil when it does not have that shape.
-    public func decoded<T: Decodable>(as type: T.Type) -> T? {
-        try? JSONDecoder().decode(type, from: Data(line.utf8))
-    }
-}

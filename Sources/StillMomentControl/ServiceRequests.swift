@@ -1,6 +1,7 @@
 // A request from the wire as a typed call on the service, and its answer back as JSON.
 // Every listener (the Unix socket today) goes through here: the arguments are read into
 // the typed request of each command, strictly (an unknown key is refused, naming it).
+import StillMomentCore
 extension SessionService {
     /// `receivedAt`: when the request was read from its client (MonotonicClock ns), if known.
     func answer(_ command: ControlCommand, _ args: [String: JSON], receivedAt: UInt64? = nil) throws(ProtocolError) -> JSON {

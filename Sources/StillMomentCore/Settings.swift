@@ -54,7 +54,7 @@ public struct Settings: Sendable, Equatable {
     public static func load(path: String = Paths.settingsFile, droppingUnknown: Bool = false) throws(CoreError) -> Settings {
         guard let data = FileManager.default.contents(atPath: path) else { return Settings() }
         do {
-            let raw = try JSONDecoder().decode([String: String].self, from: data)
+            let raw = try JSON.decode([String: String].self, from: data)
             // A key that is no setting (a typo in a hand edit, a newer version's) is said, not dropped.
             if !droppingUnknown, let unknown = raw.keys.sorted().first(where: { !keys.contains($0) }) {
                 throw CoreError.damaged(tr("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix it, or drop it with `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`",
@@ -110,9 +110,7 @@ public struct Settings: Sendable, Equatable {
     public func save(path: String = Paths.settingsFile) throws(CoreError) {
         let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !folder.isEmpty { try Paths.makeFolder(folder) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(values) else { throw CoreError.io(path: path, reason: tr("cannot encode the settings", "die Einstellungen lassen sich nicht kodieren")) }
+        let data = Array(JSON(encoding: values).pretty.utf8)
         let tmp = path + ".tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CoreError.io(path: tmp, reason: String(cString: strerror(errno))) }

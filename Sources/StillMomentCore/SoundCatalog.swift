@@ -37,7 +37,7 @@ public struct SoundCatalog: Sendable {
             throw CoreError.io(path: path, reason: tr("cannot read it", "kann nicht gelesen werden"))
         }
         do {
-            return SoundCatalog(folder: folder, sounds: try JSONDecoder().decode([Sound].self, from: data))
+            return SoundCatalog(folder: folder, sounds: try JSON.decode([Sound].self, from: data))
         } catch {
             throw CoreError.damaged(tr("\(path): not a valid sound list (\(error))", "\(path): keine gültige Klangliste (\(error))"))
         }

@@ -1,5 +1,6 @@
 // An HTTP response as bytes, with the headers every answer of this server carries: a
 // strict Content-Security-Policy, nosniff, no referrer, no framing.
+import StillMomentCore
 import StillMomentControl
 
 public struct Response: Sendable {

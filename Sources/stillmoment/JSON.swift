@@ -1,3 +1,4 @@
+import StillMomentCore
 import FoundationEssentials
 import StillMomentControl
 

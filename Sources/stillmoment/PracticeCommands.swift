@@ -127,12 +127,7 @@ struct StatsCommand: ParsableCommand {
         let s: PracticeStats
         do { s = try PracticeLog(store: store).stats(today: LocalTime.now().date) } catch { throw Console.fail(error) }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            guard let data = try? encoder.encode(s) else {
-                throw Console.fail(CoreError.io(path: "", reason: tr("cannot encode the numbers", "die Zahlen lassen sich nicht kodieren")))
-            }
-            Console.out(String(decoding: data, as: UTF8.self))
+            Console.out(jsonText(s))
             return
         }
         let de = Language.current == .de
@@ -193,9 +188,4 @@ func day(_ text: String?, _ option: String) throws -> CivilDate? {
 }
 
 /// Encodes a value as one line of JSON (keys sorted).
-func jsonText<T: Encodable>(_ value: T) -> String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    guard let data = try? encoder.encode(value) else { return "null" }
-    return String(decoding: data, as: UTF8.self)
-}
+func jsonText<T: Encodable>(_ value: T) -> String { JSON(encoding: value).line }

@@ -1,5 +1,6 @@
 /// JSON's Codable decoding (for whoever reads a JSON value with a Decoder): the same values
 /// as the socket's reader, nesting limited to 32 like it, and hostile shapes in linear time.
+import StillMomentCore
 import Foundation
 import Testing
 @testable import StillMomentControl

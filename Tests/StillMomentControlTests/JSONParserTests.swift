@@ -1,5 +1,6 @@
 /// The control socket's JSON reader: the same values as Foundation's for any JSON, every
 /// malformed or too-deep input refused in one line, and hostile shapes read in one pass.
+import StillMomentCore
 import Foundation
 import PropertyBased
 import Testing

@@ -30,55 +30,19 @@ public enum PracticeExport {
     }
 
     /// One JSON object per entry, in an array (times in ISO 8601 and seconds).
-    public static func json(_ entries: [PracticeEntry]) -> [[String: JSONField]] {
+    public static func json(_ entries: [PracticeEntry]) -> [[String: JSON]] {
         entries.map(json)
     }
 
-    public static func json(_ e: PracticeEntry) -> [String: JSONField] {
+    public static func json(_ e: PracticeEntry) -> [String: JSON] {
             [
                 "id": .string(e.id), "kind": .string(e.kind.rawValue), "name": .string(e.name),
-                "teacher": e.teacher.map(JSONField.string) ?? .null, "preset": e.preset.map(JSONField.string) ?? .null,
-                "meditationId": e.meditationID.map(JSONField.string) ?? .null, "start": .string(e.start.iso8601),
+                "teacher": e.teacher.map(JSON.string) ?? .null, "preset": e.preset.map(JSON.string) ?? .null,
+                "meditationId": e.meditationID.map(JSON.string) ?? .null, "start": .string(e.start.iso8601),
                 "plannedSeconds": .number(Double(e.plannedMilliseconds) / 1000),
                 "heardSeconds": .number(Double(e.heardMilliseconds) / 1000),
                 "endReason": .string(e.endReason), "scheduled": .bool(e.scheduled),
             ]
-    }
-
-    public enum JSONField: Sendable, Equatable, Codable {
-        case string(String), number(Double), bool(Bool), null
-
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.singleValueContainer()
-            if c.decodeNil() {
-                self = .null
-            } else if let b = try? c.decode(Bool.self) {
-                self = .bool(b)
-            } else if let n = try? c.decode(Double.self) {
-                self = .number(n)
-            } else {
-                self = .string(try c.decode(String.self))
-            }
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var c = encoder.singleValueContainer()
-            switch self {
-            case .string(let s): try c.encode(s)
-            case .number(let n): try c.encode(n)
-            case .bool(let b): try c.encode(b)
-            case .null: try c.encodeNil()
-            }
-        }
-
-        var text: String? {
-            switch self {
-            case .string(let s): return s
-            case .number(let n): return String(n)
-            case .bool(let b): return b ? "true" : "false"
-            case .null: return nil
-            }
-        }
     }
 
     /// What an import refuses, and where: a CSV file's line or a JSON array's record
@@ -101,8 +65,12 @@ public enum PracticeExport {
     public static func read(_ text: String) throws(ImportError) -> [PracticeEntry] {
         let trimmed = text.trimmingWhitespace()
         if trimmed.hasPrefix("[") {
-            let objects: [[String: JSONField]]
-            do { objects = try JSONDecoder().decode([[String: JSONField]].self, from: Data(trimmed.utf8)) } catch {
+            // Each record an object of leaves (a text, a number, true or false, null).
+            let objects: [[String: JSON]]
+            do {
+                objects = try JSON.decode([[String: JSON]].self, from: trimmed.utf8)
+                guard objects.allSatisfy({ $0.values.allSatisfy(\.isLeaf) }) else { throw JSONValueDecoder.Failure(path: [], reason: .wrongType(expected: "a leaf")) }
+            } catch {
                 throw ImportError(line: 1, reason: tr("not a JSON array of practice entries", "kein JSON-Array von Übungseinträgen"))
             }
             return try objects.enumerated().map { (i, o) throws(ImportError) in
@@ -111,7 +79,7 @@ public enum PracticeExport {
                 case .bool(let b)?: b ? "true" : "false"
                 case .string(let s)?: "\"\(s)\""
                 case .number(let n)?: n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
-                case .null?, nil: nil
+                case .null?, .array?, .object?, nil: nil
                 }
                 do throws(ImportError) { return try entry(from: { o[$0]?.text }, scheduled: scheduled, line: i + 1) } catch {
                     throw ImportError(line: error.line, reason: error.reason, isRecord: true)
@@ -247,5 +215,24 @@ public enum PracticeExport {
             rows.append(row)
         }
         return rows
+    }
+}
+
+private extension JSON {
+    var isLeaf: Bool {
+        switch self {
+        case .array, .object: return false
+        default: return true
+        }
+    }
+
+    /// A leaf as the text a CSV cell would hold.
+    var text: String? {
+        switch self {
+        case .string(let s): return s
+        case .number(let n): return String(n)
+        case .bool(let b): return b ? "true" : "false"
+        default: return nil
+        }
     }
 }

@@ -42,8 +42,7 @@ public struct PresetStore: Sendable {
         var check = request
         check.device = nil
         _ = try TimerConfiguration(request: check, catalog: catalog)
-        guard let data = try? JSONEncoder().encode(request) else { throw CoreError.io(path: "", reason: "cannot encode the preset") }
-        let json = String(decoding: data, as: UTF8.self)
+        let json = JSON(encoding: request).line
         let now = Date().timeIntervalSince1970
         try store.write { db in
             try db.execute(sql: """
@@ -113,7 +112,7 @@ public struct PresetStore: Sendable {
     static func preset(_ row: Row) -> Preset? {
         guard let id = String.fromDatabaseValue(row["id"] ?? .null), let name = String.fromDatabaseValue(row["name"] ?? .null),
               let json = String.fromDatabaseValue(row["request"] ?? .null),
-              let request = try? JSONDecoder().decode(TimerRequest.self, from: Data(json.utf8)) else { return nil }
+              let request = try? JSON.decode(TimerRequest.self, from: json.utf8) else { return nil }
         let created = Double.fromDatabaseValue(row["created"] ?? .null) ?? 0
         let updated = Double.fromDatabaseValue(row["updated"] ?? .null) ?? created
         return Preset(id: id, name: name, request: request, created: Date(timeIntervalSince1970: created),

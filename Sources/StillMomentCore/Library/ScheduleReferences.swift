@@ -94,8 +94,7 @@ extension ScheduleStore {
             case .play(let ref) where ref.id == id: action = .play(meditation: LibraryRef(id: id, name: name))
             default: continue
             }
-            guard let data = try? JSONEncoder().encode(action) else { continue }
-            rows.append((e.id, String(decoding: data, as: UTF8.self)))
+            rows.append((e.id, JSON(encoding: action).line))
         }
         let updates = rows
         try store.write { db in
@@ -147,7 +146,7 @@ extension ScheduleStore {
         try db.create(index: "presetID", on: "preset", columns: ["id"], options: .unique)
         for row in try Row.fetchAll(db, sql: "SELECT id, action FROM schedule") {
             guard let id = Int64.fromDatabaseValue(row["id"] ?? .null), let json = String.fromDatabaseValue(row["action"] ?? .null),
-                  let action = try? JSONDecoder().decode(ScheduleAction.self, from: Data(json.utf8)) else { continue }
+                  let action = try? JSON.decode(ScheduleAction.self, from: json.utf8) else { continue }
             let bound: ScheduleAction
             switch action {
             case .timer(let ref?, let request) where ref.id == nil:
@@ -161,8 +160,7 @@ extension ScheduleStore {
                 bound = .play(meditation: LibraryRef(id: ids.count == 1 ? ids[0] : nil, name: ref.name))
             default: continue
             }
-            guard let data = try? JSONEncoder().encode(bound) else { continue }
-            try db.execute(sql: "UPDATE schedule SET action = ? WHERE id = ?", arguments: [String(decoding: data, as: UTF8.self), id])
+            try db.execute(sql: "UPDATE schedule SET action = ? WHERE id = ?", arguments: [JSON(encoding: bound).line, id])
         }
         try db.execute(sql: """
             CREATE TABLE scheduleVersion (n INTEGER NOT NULL);

@@ -186,8 +186,7 @@ public struct ScheduleStore: Sendable {
             guard e.action.references.allSatisfy({ $0.id != nil }) else {
                 throw CoreError.badRequest("the entry's preset or meditation is not bound")
             }
-            guard let data = try? JSONEncoder().encode(e.action) else { throw CoreError.io(path: "", reason: "cannot encode the action") }
-            rows.append((e.name, e.when.description, String(decoding: data, as: UTF8.self), e.enabled,
+            rows.append((e.name, e.when.description, JSON(encoding: e.action).line, e.enabled,
                          Int64(bitPattern: UInt64.random(in: 0...UInt64.max))))
         }
         let limit = Self.maxEntries, after = now - 1, created = Date().timeIntervalSince1970, added = rows
@@ -253,7 +252,7 @@ public struct ScheduleStore: Sendable {
               let whenText = String.fromDatabaseValue(row["whenText"] ?? .null),
               let when = try? ScheduleWhen(parsing: whenText),
               let json = String.fromDatabaseValue(row["action"] ?? .null),
-              let action = try? JSONDecoder().decode(ScheduleAction.self, from: Data(json.utf8)) else { return nil }
+              let action = try? JSON.decode(ScheduleAction.self, from: json.utf8) else { return nil }
         return ScheduleEntry(id: id, name: String.fromDatabaseValue(row["name"] ?? .null), when: when, action: action,
                              enabled: (Int64.fromDatabaseValue(row["enabled"] ?? .null) ?? 1) != 0,
                              lastHandled: Int64.fromDatabaseValue(row["lastHandled"] ?? .null) ?? 0,

@@ -1,7 +1,9 @@
-// JSON values: the payloads of the control protocol, read and written as one line.
+// JSON values: the payloads of the control protocol, the exports and the stored settings,
+// read by JSONParser and written by JSONWriter (one JSON stack: Codable values go through
+// JSONValueEncoder and JSONValueDecoder, never through Foundation's coders).
 import FoundationEssentials
 
-/// A JSON value, both ways (the control protocol's payloads).
+/// A JSON value, both ways.
 public enum JSON: Codable, Sendable, Equatable {
     case string(String)
     case number(Double)
@@ -73,10 +75,37 @@ public enum JSON: Codable, Sendable, Equatable {
     public var number: Double? { if case .number(let n) = self { return n } else { return nil } }
 
     /// One line of JSON (keys sorted), without a trailing newline.
-    public var line: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(self) else { return "null" }
-        return String(decoding: data, as: UTF8.self)
+    public var line: String { String(decoding: JSONWriter.bytes(self), as: UTF8.self) }
+}
+
+// MARK: Codable values ↔ JSON (the one way every value is written and read)
+
+extension JSON {
+    /// A Codable value as a JSON value (what goes on the wire or into a file); null if it
+    /// cannot be encoded (a non-finite number).
+    public init(encoding value: some Encodable) {
+        self = (try? JSONValueEncoder.encode(value)) ?? .null
+    }
+
+    /// The value decoded as `type`, keys it does not know ignored (what a client reads
+    /// from a newer daemon); nil when it does not have that shape.
+    public func decoded<T: Decodable>(as type: T.Type) -> T? {
+        try? JSONValueDecoder.decode(type, from: self)
+    }
+
+    /// Parses UTF-8 text and decodes it as `type`; `strict` refuses keys nobody read.
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>, strict: Bool = false) throws(JSONValueDecoder.Failure) -> T {
+        let value: JSON
+        do { value = try JSONParser.parse(bytes) } catch {
+            throw JSONValueDecoder.Failure(path: [], reason: .refused(error.description))
+        }
+        return try JSONValueDecoder.decode(type, from: value, strict: strict)
+    }
+
+    /// The value, two spaces an indent (for files people read: exports, settings.json).
+    public var pretty: String {
+        var out: [UInt8] = []
+        JSONWriter.write(self, into: &out, indent: 0)
+        return String(decoding: out, as: UTF8.self)
     }
 }
