@@ -102,12 +102,14 @@ public final class ControlClient {
         daemonHome = h["home"]?.string ?? ""
     }
 
-    /// Sends a request and waits for its answer; events that arrive meanwhile are kept.
+    /// Sends a request and waits for its answer as it came (the status object, for
+    /// `status --json` and the web app); events that arrive meanwhile are kept.
     @discardableResult
-    public func request(_ command: ControlCommand, _ args: [String: JSON] = [:], timeoutMs: Int32 = 30_000) throws(ControlError) -> JSON {
+    public func answer(_ request: Request, timeoutMs: Int32 = 30_000) throws(ControlError) -> JSON {
         let id = nextID
         nextID += 1
-        var message: [String: JSON] = ["id": .number(Double(id)), "command": .string(command.rawValue)]
+        var message: [String: JSON] = ["id": .number(Double(id)), "command": .string(request.command.rawValue)]
+        let args = request.args
         if !args.isEmpty { message["args"] = .object(args) }
         try write(.object(message))
         while true {
@@ -122,12 +124,13 @@ public final class ControlClient {
         }
     }
 
-    /// Sends a request whose answer is the status (every command but `unsubscribe`).
+    /// Sends a request and waits for its answer, the status:
+    /// `client.send(.seek(.by(15_000)))`.
     @discardableResult
-    public func call(_ command: ControlCommand, _ args: [String: JSON] = [:], timeoutMs: Int32 = 30_000) throws(ControlError) -> Status {
-        let answer = try request(command, args, timeoutMs: timeoutMs)
+    public func send(_ request: Request, timeoutMs: Int32 = 30_000) throws(ControlError) -> Status {
+        let answer = try answer(request, timeoutMs: timeoutMs)
         guard let status = answer.decoded(as: Status.self) else {
-            throw ControlError.lost("the daemon's answer to \(command.rawValue) is not a status")
+            throw ControlError.lost("the daemon's answer to \(request.command.rawValue) is not a status")
         }
         return status
     }

@@ -1,47 +1,130 @@
-// The typed arguments of the control protocol's requests: read strictly from a request's
-// `args` (an unknown key is refused naming it, every number range-checked before any
-// conversion) and written by clients the same way.
+// The typed requests of the control protocol: `Request` is the one definition of every
+// command and its arguments. Arguments are decoded strictly through Core's JSON decoder (an
+// unknown key is refused naming it and the keys taken; every number range-checked before
+// any conversion) and written by clients from the same types.
 import FoundationEssentials
 import StillMomentAudio
 import StillMomentCore
 
-/// A request's arguments, read once, key by key: `finish()` refuses keys nobody asked for.
-struct ArgumentReader {
-    let command: ControlCommand
-    private let args: [String: JSON]
-    private var used: Set<String> = []
+/// What a client asks of the daemon.
+public enum Request: Sendable, Equatable {
+    case status, pause, resume, stop, reschedule, unsubscribe
+    /// Ends a running timer now, with its end gong, as a completed sit.
+    case finish
+    case seek(SeekRequest)
+    case timer(TimerStartRequest)
+    case play(PlayRequest)
+    /// Runs a schedule entry now, by its id.
+    case ringNow(id: Int64)
+    /// Events, and progress once a second unless `progress` is false.
+    case subscribe(progress: Bool)
 
-    init(_ command: ControlCommand, _ args: [String: JSON]) {
-        self.command = command
-        self.args = args
+    public var command: ControlCommand {
+        switch self {
+        case .status: .status
+        case .pause: .pause
+        case .resume: .resume
+        case .stop: .stop
+        case .finish: .finish
+        case .reschedule: .reschedule
+        case .unsubscribe: .unsubscribe
+        case .seek: .seek
+        case .timer: .timer
+        case .play: .play
+        case .ringNow: .ringNow
+        case .subscribe: .subscribe
+        }
     }
 
-    mutating func value(_ key: String) -> JSON? {
-        used.insert(key)
-        if case .null? = args[key] { return nil }
-        return args[key]
+    /// The arguments as they go on the wire.
+    public var args: [String: JSON] {
+        switch self {
+        case .status, .pause, .resume, .stop, .finish, .reschedule, .unsubscribe: [:]
+        case .seek(let r): r.args
+        case .timer(let r): r.args
+        case .play(let r): r.args
+        case .ringNow(let id): ["id": .number(Double(id))]
+        case .subscribe(let progress): progress ? [:] : ["progress": .bool(false)]
+        }
     }
 
-    mutating func string(_ key: String, limit: Int = 4096) throws(ProtocolError) -> String? {
-        guard let v = value(key) else { return nil }
-        guard let s = v.string, s.utf8.count <= limit else {
+    /// Reads a command's arguments, strictly.
+    public init(_ command: ControlCommand, args: [String: JSON]) throws(ProtocolError) {
+        switch command {
+        case .status: try Wire.decode(NoArguments.self, command, args); self = .status
+        case .pause: try Wire.decode(NoArguments.self, command, args); self = .pause
+        case .resume: try Wire.decode(NoArguments.self, command, args); self = .resume
+        case .stop: try Wire.decode(NoArguments.self, command, args); self = .stop
+        case .finish: try Wire.decode(NoArguments.self, command, args); self = .finish
+        case .reschedule: try Wire.decode(NoArguments.self, command, args); self = .reschedule
+        case .unsubscribe: try Wire.decode(NoArguments.self, command, args); self = .unsubscribe
+        case .seek: self = .seek(try SeekRequest(args: args))
+        case .timer: self = .timer(try TimerStartRequest(args: args))
+        case .play: self = .play(try PlayRequest(args: args))
+        case .ringNow:
+            let w = try Wire.decode(RingNowArguments.self, command, args)
+            guard let id = w.id else {
+                throw ProtocolError(.badArguments, tr("ring-now needs {\"id\": N}", "ring-now braucht {\"id\": N}"))
+            }
+            self = .ringNow(id: try Wire.integer(id, "id", limit: 1e15))
+        case .subscribe:
+            self = .subscribe(progress: try Wire.decode(SubscribeArguments.self, command, args).progress ?? true)
+        }
+    }
+}
+
+/// Opens the object so that the strict decoder sees every key in it as unknown.
+private struct NoArguments: Decodable {
+    private enum Keys: CodingKey {}
+    init(from decoder: any Decoder) throws { _ = try decoder.container(keyedBy: Keys.self) }
+}
+private struct RingNowArguments: Decodable { var id: Double? }
+private struct SubscribeArguments: Decodable { var progress: Bool? }
+
+/// Arguments off the wire: decoded strictly, and the decoder's refusals in the client's words.
+enum Wire {
+    @discardableResult
+    static func decode<T: Decodable>(_ type: T.Type, _ command: ControlCommand, _ args: [String: JSON]) throws(ProtocolError) -> T {
+        do {
+            return try JSONValueDecoder.decode(type, from: .object(args), strict: true)
+        } catch {
+            throw refusal(error, command)
+        }
+    }
+
+    static func refusal(_ error: JSONValueDecoder.Failure, _ command: ControlCommand) -> ProtocolError {
+        let key = Display.clean(String(error.where_.prefix(40)))
+        switch error.reason {
+        case .unknownKey(let unknown, let known):
+            let name = Display.clean(String(unknown.prefix(40)))
+            let takes = known.joined(separator: ", ")
+            return ProtocolError(.badArguments, known.isEmpty
+                ? tr("\(command.rawValue) takes no arguments, not '\(name)'", "\(command.rawValue) nimmt keine Argumente, nicht '\(name)'")
+                : tr("unknown argument '\(name)' for \(command.rawValue); it takes: \(takes)",
+                     "unbekanntes Argument '\(name)' für \(command.rawValue); es nimmt: \(takes)"))
+        case .wrongType(let expected):
+            return ProtocolError(.badArguments, tr("\(key) must be \(expected.en)", "\(key) muss \(expected.de) sein"))
+        case .missing:
+            return ProtocolError(.badArguments, tr("\(key) is missing", "\(key) fehlt"))
+        case .outOfRange:
+            return ProtocolError(.badArguments, tr("\(key) is out of range", "\(key) liegt außerhalb des Bereichs"))
+        case .refused(let why):
+            return ProtocolError(.badArguments, "\(key): \(Display.clean(String(why.prefix(200))))")
+        }
+    }
+
+    /// A text of at most `limit` bytes.
+    static func text(_ s: String?, _ key: String, limit: Int = 4096) throws(ProtocolError) -> String? {
+        guard let s else { return nil }
+        guard s.utf8.count <= limit else {
             throw ProtocolError(.badArguments, tr("\(key) must be a text of at most \(limit) bytes", "\(key) muss ein Text von höchstens \(limit) Bytes sein"))
         }
         return s
     }
 
-    mutating func bool(_ key: String) throws(ProtocolError) -> Bool? {
-        guard let v = value(key) else { return nil }
-        guard case .bool(let b) = v else {
-            throw ProtocolError(.badArguments, tr("\(key) must be true or false", "\(key) muss true oder false sein"))
-        }
-        return b
-    }
-
     /// A whole number within ±`limit`, checked before it becomes an integer.
-    mutating func integer(_ key: String, limit: Double) throws(ProtocolError) -> Int64? {
-        guard let v = value(key) else { return nil }
-        guard let n = v.number, n.isFinite, n == n.rounded(), abs(n) <= limit else {
+    static func integer(_ n: Double, _ key: String, limit: Double) throws(ProtocolError) -> Int64 {
+        guard n.isFinite, n == n.rounded(), abs(n) <= limit else {
             throw ProtocolError(.badArguments, tr("\(key) must be a whole number within ±\(Int64(limit))",
                                                   "\(key) muss eine ganze Zahl innerhalb von ±\(Int64(limit)) sein"))
         }
@@ -49,25 +132,13 @@ struct ArgumentReader {
     }
 
     /// Milliseconds within ±24 h.
-    mutating func milliseconds(_ key: String) throws(ProtocolError) -> Int64? {
-        guard let v = value(key) else { return nil }
-        guard let n = v.number, n.isFinite, abs(n) <= 86_400_000 else {
+    static func milliseconds(_ n: Double?, _ key: String) throws(ProtocolError) -> Int64? {
+        guard let n else { return nil }
+        guard n.isFinite, abs(n) <= 86_400_000 else {
             throw ProtocolError(.badArguments, tr("\(key) must be a number of milliseconds within ±86400000",
                                                   "\(key) muss eine Zahl von Millisekunden innerhalb von ±86400000 sein"))
         }
         return Int64(n)
-    }
-
-    /// Refuses the keys that were not read.
-    func finish() throws(ProtocolError) {
-        let unknown = Set(args.keys).subtracting(used).sorted()
-        guard let first = unknown.first else { return }
-        let known = used.sorted().joined(separator: ", ")
-        let name = Display.clean(String(first.prefix(40)))
-        throw ProtocolError(.badArguments, known.isEmpty
-            ? tr("\(command.rawValue) takes no arguments, not '\(name)'", "\(command.rawValue) nimmt keine Argumente, nicht '\(name)'")
-            : tr("unknown argument '\(name)' for \(command.rawValue); it takes: \(known)",
-                 "unbekanntes Argument '\(name)' für \(command.rawValue); es nimmt: \(known)"))
     }
 }
 
@@ -82,12 +153,17 @@ public struct TimerStartRequest: Sendable, Equatable {
         self.options = options
     }
 
+    private struct Arguments: Decodable {
+        var preset: String?
+        var options: JSON?
+    }
+
     public init(args: [String: JSON]) throws(ProtocolError) {
-        var r = ArgumentReader(.timer, args)
-        preset = try r.string("preset", limit: 256)
+        let w = try Wire.decode(Arguments.self, .timer, args)
+        preset = try Wire.text(w.preset, "preset", limit: 256)
         options = [:]
-        switch r.value("options") {
-        case nil: break
+        switch w.options {
+        case nil, .null?: break
         case .object(let o)?:
             for (k, v) in o {
                 guard let text = v.string else {
@@ -99,7 +175,6 @@ public struct TimerStartRequest: Sendable, Equatable {
         default:
             throw ProtocolError(.badArguments, tr("options must be an object of texts", "options muss ein Objekt aus Texten sein"))
         }
-        try r.finish()
     }
 
     /// The typed options (an unknown key or a bad value refused).
@@ -137,22 +212,30 @@ public struct PlayRequest: Sendable, Equatable {
         self.device = device
     }
 
+    private struct Arguments: Decodable {
+        var id: String?
+        var from: Double?
+        var preparation: Double?
+        var resume: Bool?
+        var preview: Bool?
+        var device: String?
+    }
+
     public init(args: [String: JSON]) throws(ProtocolError) {
-        var r = ArgumentReader(.play, args)
-        guard let id = try r.string("id", limit: 1024) else {
+        let w = try Wire.decode(Arguments.self, .play, args)
+        guard let id = try Wire.text(w.id, "id", limit: 1024) else {
             throw ProtocolError(.badArguments, tr("play needs {\"id\": \"UUID or name\"}", "play braucht {\"id\": \"UUID oder Name\"}"))
         }
         self.id = id
-        from = try r.milliseconds("from")
-        preparation = try r.milliseconds("preparation")
-        resume = try r.bool("resume") ?? false
-        preview = try r.bool("preview") ?? false
-        if let text = try r.string("device", limit: 1024) {
+        from = try Wire.milliseconds(w.from, "from")
+        preparation = try Wire.milliseconds(w.preparation, "preparation")
+        resume = w.resume ?? false
+        preview = w.preview ?? false
+        if let text = try Wire.text(w.device, "device", limit: 1024) {
             do { device = try DeviceName.parse(text, option: "device") } catch { throw ProtocolError(error) }
         } else {
             device = nil
         }
-        try r.finish()
         guard (from ?? 0) >= 0, (preparation ?? 0) >= 0 else {
             throw ProtocolError(.badArguments, tr("from and preparation cannot be negative", "from und preparation können nicht negativ sein"))
         }
@@ -195,12 +278,17 @@ public struct SeekRequest: Sendable, Equatable {
     /// The largest `at` taken: 2^53 µs (a JSON number holds every whole number below it).
     static let maxAt = 9_007_199_254_740_991.0
 
+    private struct Arguments: Decodable {
+        var by: Double?
+        var to: Double?
+        var at: Double?
+    }
+
     public init(args: [String: JSON]) throws(ProtocolError) {
-        var r = ArgumentReader(.seek, args)
-        let by = try r.milliseconds("by")
-        let to = try r.milliseconds("to")
-        let at = try r.integer("at", limit: Self.maxAt)
-        try r.finish()
+        let w = try Wire.decode(Arguments.self, .seek, args)
+        let by = try Wire.milliseconds(w.by, "by")
+        let to = try Wire.milliseconds(w.to, "to")
+        let at = try w.at.map { n throws(ProtocolError) in try Wire.integer(n, "at", limit: Self.maxAt) }
         switch (by, to) {
         case (let b?, nil): target = .by(b)
         case (nil, let t?) where t >= 0: target = .to(t)
@@ -224,36 +312,4 @@ public struct SeekRequest: Sendable, Equatable {
         if let at { a["at"] = .number(Double(at)) }
         return a
     }
-}
-
-/// `subscribe`: events, and progress once a second unless `progress` is false.
-public struct SubscribeRequest: Sendable, Equatable {
-    public var progress: Bool
-
-    public init(progress: Bool = true) { self.progress = progress }
-
-    public init(args: [String: JSON]) throws(ProtocolError) {
-        var r = ArgumentReader(.subscribe, args)
-        progress = try r.bool("progress") ?? true
-        try r.finish()
-    }
-}
-
-/// `ring-now`: a schedule entry by its id.
-public struct RingNowRequest: Sendable, Equatable {
-    public var id: Int64
-
-    public init(args: [String: JSON]) throws(ProtocolError) {
-        var r = ArgumentReader(.ringNow, args)
-        guard let id = try r.integer("id", limit: 1e15) else {
-            throw ProtocolError(.badArguments, tr("ring-now needs {\"id\": N}", "ring-now braucht {\"id\": N}"))
-        }
-        self.id = id
-        try r.finish()
-    }
-}
-
-/// A command that takes no arguments: any key is refused.
-func noArguments(_ command: ControlCommand, _ args: [String: JSON]) throws(ProtocolError) {
-    try ArgumentReader(command, args).finish()
 }

@@ -288,10 +288,10 @@ public final class SessionService: ScheduleHost {
         return status()
     }
 
-    func ringNow(_ request: RingNowRequest) throws(ProtocolError) -> Status {
+    func ringNow(_ id: Int64) throws(ProtocolError) -> Status {
         defer { reap() }
         let entry: ScheduleEntry
-        do { entry = try ScheduleStore(store: store).require(String(request.id)) } catch { throw ProtocolError(error) }
+        do { entry = try ScheduleStore(store: store).require(String(id)) } catch { throw ProtocolError(error) }
         if let problem = entry.problem {
             throw ProtocolError(.failed, tr("entry \(entry.id) cannot ring: \(problem.text(.en))", "Eintrag \(entry.id) kann nicht läuten: \(problem.text(.de))"))
         }

@@ -229,10 +229,16 @@ final class SocketListener {
             // The answer, its errors included, in the language of the client's user.
             Language.speaking(c.language) {
                 do throws(ProtocolError) {
-                    let result = try host.answer(command, args, receivedAt: arrived)
-                    if command == .subscribe || command == .unsubscribe {
-                        c.subscribed = command == .subscribe
-                        c.progress = c.subscribed && args["progress"] != .bool(false)
+                    let request = try Request(command, args: args)
+                    let result = try host.answer(request, receivedAt: arrived)
+                    switch request {
+                    case .subscribe(let progress):
+                        c.subscribed = true
+                        c.progress = progress
+                    case .unsubscribe:
+                        c.subscribed = false
+                        c.progress = false
+                    default: break
                     }
                     send(c, .object(["id": .number(Double(id)), "result": result]))
                 } catch {

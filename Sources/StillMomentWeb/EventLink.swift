@@ -31,7 +31,7 @@ final class EventLink {
             do {
                 // On the HTTP thread: a daemon that does not answer at once is tried again later.
                 let c = try ControlClient.connect(startIfNeeded: false, helloTimeoutMs: Self.patienceMs)
-                try c.request(.subscribe, ["progress": .bool(true)], timeoutMs: Self.patienceMs)
+                try c.answer(.subscribe(progress: true), timeoutMs: Self.patienceMs)
                 client = c
                 retryAt = nil
             } catch {
@@ -59,7 +59,7 @@ final class EventLink {
     func snapshot() -> [UInt8] {
         do {
             let c = try ControlClient.connect(startIfNeeded: false, helloTimeoutMs: Self.patienceMs)
-            let status = try c.request(.status, timeoutMs: Self.patienceMs)
+            let status = try c.answer(.status, timeoutMs: Self.patienceMs)
             return Self.chunk(.object(["event": .string("state"), "data": status]))
         } catch {
             return Self.chunk(.object(["event": .string("state"), "data": JSON(encoding: Status(state: .idle)), "daemon": .bool(false)]))

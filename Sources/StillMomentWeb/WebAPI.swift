@@ -239,10 +239,11 @@ public final class WebAPI {
 
     /// A typed command to the daemon; its status as the answer.
     static func control(_ command: ControlCommand, _ args: [String: JSON], start: Bool) -> Response {
+        let request: Request
+        do { request = try Request(command, args: args) } catch { return .error(422, error.code.rawValue, error.message) }
         do throws(ControlError) {
             let client = try ControlClient.connect(startIfNeeded: start)
-            let result = try client.request(command, args, timeoutMs: 5000)
-            return .json(result)
+            return .json(try client.answer(request, timeoutMs: 5000))
         } catch {
             switch error {
             case .noDaemon:

@@ -43,12 +43,12 @@ struct Attachment {
                 if interactive, let key = view.key(timeoutMs: 30) {
                     switch key {
                     case .space:
-                        status = try client.call(status.isPaused ? .resume : .pause)
+                        status = try client.send(status.isPaused ? .resume : .pause)
                     // From the moment the key was read.
-                    case .left: status = try client.call(.seek, SeekRequest.by(-15_000, at: SeekRequest.stampNow()).args)
-                    case .right: status = try client.call(.seek, SeekRequest.by(15_000, at: SeekRequest.stampNow()).args)
-                    case .quit: try client.call(.stop)
-                    case .finish: if status.source == .timer { status = try client.call(.finish) }
+                    case .left: status = try client.send(.seek(.by(-15_000, at: SeekRequest.stampNow())))
+                    case .right: status = try client.send(.seek(.by(15_000, at: SeekRequest.stampNow())))
+                    case .quit: try client.send(.stop)
+                    case .finish: if status.source == .timer { status = try client.send(.finish) }
                     case .detach:
                         view.finishLine(StatusText.live(status, keys: false))
                         Console.out(Texts.text("detached", []))

@@ -105,11 +105,11 @@ func failure(_ error: ControlError) -> ExitCode {
 }
 
 /// Sends a session to the daemon (starting one if needed), then follows it unless detached.
-func submit(_ command: ControlCommand, _ args: [String: JSON], detach: Bool, what: String) throws {
+func submit(_ request: Request, detach: Bool, what: String) throws {
     let client = try connectDaemon(start: true)
     do {
-        try client.request(.subscribe, ["progress": .bool(!detach)])    // before the start: no event is missed
-        var status = try client.call(command, args)
+        try client.send(.subscribe(progress: !detach))    // before the start: no event is missed
+        var status = try client.send(request)
         let session = status.session ?? 0
         if detach {
             // The device is opened on the daemon's worker (after the fade of the session
@@ -152,7 +152,7 @@ struct StatusCommand: ParsableCommand {
         let status: JSON
         let typed: Status
         do throws(ControlError) {
-            status = try ControlClient.connect().request(.status)
+            status = try ControlClient.connect().answer(.status)
             guard let t = status.decoded(as: Status.self) else { throw ControlError.lost(tr("the daemon's status cannot be read", "der Status des Daemons ist nicht lesbar")) }
             typed = t
         } catch {
@@ -177,27 +177,27 @@ struct StatusCommand: ParsableCommand {
 
 /// pause, resume, stop: one request each.
 protocol SimpleControlCommand: ParsableCommand {
-    static var command: ControlCommand { get }
+    static var request: Request { get }
 }
 
 extension SimpleControlCommand {
-    func invocation() -> Invocation { .request(Self.command) }
+    func invocation() -> Invocation { .request(Self.request) }
     func run() throws { try invocation().run() }
 }
 
 /// One request to the running daemon (never starting one); its answer, or the exit. A
 /// session it starts (resume, ring-now) is opened on the daemon's worker: the answer is the
 /// status once it plays, or the exit that says why it could not (within 10 s).
-func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool = false) throws -> Status {
+func control(_ request: Request, start: Bool = false) throws -> Status {
     do {
         let client = try ControlClient.connect(startIfNeeded: start)
-        let answer = try client.call(command, args)
+        let answer = try client.send(request)
         guard answer.state == .starting, let session = answer.session else { return answer }
         // The answer says where it starts; it is given once the device opened (the session
         // may have played on by then: on `null` many times real time).
         for _ in 0..<500 {
             usleep(20_000)
-            let status = try client.call(.status)
+            let status = try client.send(.status)
             if let ended = status.lastEnded, ended.session == session, ended.reason == .failed {
                 throw Console.fail(ended.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
                                    code: ended.code == .device ? Exit.device : Exit.failure)
@@ -212,26 +212,26 @@ func control(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Boo
 
 struct PauseCommand: SimpleControlCommand {
     static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause the session playing now.")
-    static let command = ControlCommand.pause
+    static let request = Request.pause
 }
 
 struct ResumeCommand: SimpleControlCommand {
     static let configuration = CommandConfiguration(
         commandName: "resume",
         abstract: "Resume a paused session (or the guided meditation a timer paused).")
-    static let command = ControlCommand.resume
+    static let request = Request.resume
 }
 
 struct StopCommand: SimpleControlCommand {
     static let configuration = CommandConfiguration(commandName: "stop", abstract: "Stop the session (a 1-s fade).")
-    static let command = ControlCommand.stop
+    static let request = Request.stop
 }
 
 struct FinishCommand: SimpleControlCommand {
     static let configuration = CommandConfiguration(
         commandName: "finish",
         abstract: "End the running timer now with its end gong and ring-out, as a completed sit (`stop` fades out instead).")
-    static let command = ControlCommand.finish
+    static let request = Request.finish
 }
 
 struct SeekCommand: ParsableCommand {
@@ -253,19 +253,19 @@ struct SeekCommand: ParsableCommand {
 
     /// +TIME or -TIME from where it plays, or a position.
     static func seek(_ text: String) throws {
-        var args: [String: JSON] = [:]
+        let seek: SeekRequest
         do {
             if text.hasPrefix("+") || text.hasPrefix("-") {
                 // From when this command started: what the user heard when they asked.
                 let ms = try TimeText.parse(String(text.dropFirst()))
-                args = SeekRequest.by(text.hasPrefix("-") ? -ms : ms, at: Int64(ProcessClock.start / 1000)).args
+                seek = .by(text.hasPrefix("-") ? -ms : ms, at: Int64(ProcessClock.start / 1000))
             } else {
-                args = SeekRequest.to(try TimeText.parse(text)).args
+                seek = .to(try TimeText.parse(text))
             }
         } catch {
             throw Console.fail("seek: \(error.description)", code: Exit.usage)
         }
-        Console.out(StatusText.summary(try control(.seek, args)))
+        Console.out(StatusText.summary(try control(.seek(seek))))
     }
 }
 
@@ -280,7 +280,7 @@ struct AttachCommand: ParsableCommand {
         let status: Status
         do {
             client = try ControlClient.connect()
-            status = try client.call(.subscribe)
+            status = try client.send(.subscribe(progress: true))
         } catch {
             throw error == .noDaemon ? Console.fail(tr("nothing is playing (no daemon running)", "nichts spielt (kein Daemon aktiv)")) : failure(error)
         }

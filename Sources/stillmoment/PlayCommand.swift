@@ -38,13 +38,11 @@ struct PlayCommand: ParsableCommand {
 
     static func daemonSession(id: String, preparation: String?, from: String?, resume: Bool, device: String?,
                               detach: Bool) throws(CoreError) -> Invocation {
-        var args: [String: JSON] = ["id": .string(id), "resume": .bool(resume)]
-        if let from { args["from"] = .number(Double(try parse(from, "--from"))) }
-        if let preparation, preparation.lowercased() != "off" {
-            args["preparation"] = .number(Double(try parse(preparation, "--preparation")))
-        }
-        if let device { args["device"] = .string(try DeviceName.parse(device, option: "--device").text) }
-        return .session(.play, args: args, detach: detach, what: tr("playing \(id)", "Wiedergabe von \(id)"))
+        var request = PlayRequest(id: id, resume: resume)
+        if let from { request.from = try parse(from, "--from") }
+        if let preparation, preparation.lowercased() != "off" { request.preparation = try parse(preparation, "--preparation") }
+        if let device { request.device = try DeviceName.parse(device, option: "--device") }
+        return .session(.play(request), detach: detach, what: tr("playing \(id)", "Wiedergabe von \(id)"))
     }
 
     func run() throws {
@@ -87,9 +85,8 @@ struct PreviewCommand: ParsableCommand {
             try playGuided(makeSession, rendering: output)
             return
         }
-        var args: [String: JSON] = ["id": .string(id), "preview": .bool(true)]
-        if let device { args["device"] = .string(try DeviceName.parse(device, option: "--device").text) }
-        try submit(.play, args, detach: detach, what: tr("a preview of \(id)", "eine Vorschau von \(id)"))
+        let request = PlayRequest(id: id, preview: true, device: try device.map { d throws(CoreError) in try DeviceName.parse(d, option: "--device") })
+        try submit(.play(request), detach: detach, what: tr("a preview of \(id)", "eine Vorschau von \(id)"))
     }
 
     func makeSession(_ store: LibraryStore) throws(CoreError) -> GuidedSession {

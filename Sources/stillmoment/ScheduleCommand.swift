@@ -83,7 +83,7 @@ struct ScheduleCommand: ParsableCommand {
     static func notifyDaemon(start: Bool) {
         do {
             let client = try ControlClient.connect(startIfNeeded: start)
-            try client.request(.reschedule)
+            try client.send(.reschedule)
         } catch {
             if start { Console.warning(tr("the daemon could not be told: \(error.description)", "der Daemon ließ sich nicht benachrichtigen: \(error.description)")) }
         }
@@ -302,7 +302,7 @@ struct ScheduleCommand: ParsableCommand {
             guard let n = Int64(id) else {
                 throw Console.fail(CoreError.badValue(option: "", reason: tr("'\(id)' is not an entry's id", "'\(id)' ist keine Kennung eines Eintrags")))
             }
-            Console.out(StatusText.summary(try control(.ringNow, ["id": .number(Double(n))], start: true)))
+            Console.out(StatusText.summary(try control(.ringNow(id: n), start: true)))
         }
     }
 }

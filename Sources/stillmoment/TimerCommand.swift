@@ -90,9 +90,7 @@ struct TimerCommand: ParsableCommand {
     static func daemonSession(duration: String?, options: [String: String], preset: String?, detach: Bool) -> Invocation {
         let what = duration?.lowercased() == "open" ? tr("an open sit", "eine offene Sitzung")
             : duration.map { tr("a timer of \($0)", "ein Timer von \($0)") } ?? tr("a timer", "ein Timer")
-        var args: [String: JSON] = ["options": .object(options.mapValues(JSON.string))]
-        if let preset { args["preset"] = .string(preset) }
-        return .session(.timer, args: args, detach: detach, what: what)
+        return .session(.timer(TimerStartRequest(preset: preset, options: options)), detach: detach, what: what)
     }
 
     func run() throws {

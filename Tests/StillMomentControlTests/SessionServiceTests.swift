@@ -103,7 +103,7 @@ struct SessionServiceTests {
         ]
         for (command, args, key) in cases {
             #expect {
-                _ = try service.call(command, args)
+                _ = try service.call(Request(command, args: args))
             } throws: { error in
                 guard let e = error as? ProtocolError else { return false }
                 return e.code == .badArguments && e.message.contains(key)
@@ -124,7 +124,7 @@ struct SessionServiceTests {
             for (command, args) in [(ControlCommand.timer, ["options": JSON.object(["duration": .string("1m"), "device": .string(device)])]),
                                     (.play, ["id": .string("x"), "device": .string(device)])] {
                 #expect {
-                    _ = try service.call(command, args)
+                    _ = try service.call(Request(command, args: args))
                 } throws: { error in
                     guard let e = error as? ProtocolError else { return false }
                     return e.code == .badArguments && e.message.contains("refused")

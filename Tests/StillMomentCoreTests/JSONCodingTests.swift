@@ -65,7 +65,7 @@ private struct Probe: Codable, Equatable {
             _ = try JSON.decode(Probe.self, from: #"{"name":5,"count":1,"mode":"a","tags":[]}"#.utf8)
             Issue.record("a number was taken for a text")
         } catch {
-            #expect(error.path == ["name"] && error.reason == .wrongType(expected: "a text"))
+            #expect(error.path == ["name"] && error.reason == .wrongType(expected: .text))
         }
         do {
             _ = try JSON.decode(Probe.self, from: #"{"name":"n","mode":"a","tags":[]}"#.utf8)

@@ -69,7 +69,7 @@ public enum PracticeExport {
             let objects: [[String: JSON]]
             do {
                 objects = try JSON.decode([[String: JSON]].self, from: trimmed.utf8)
-                guard objects.allSatisfy({ $0.values.allSatisfy(\.isLeaf) }) else { throw JSONValueDecoder.Failure(path: [], reason: .wrongType(expected: "a leaf")) }
+                guard objects.allSatisfy({ $0.values.allSatisfy(\.isLeaf) }) else { throw JSONValueDecoder.Failure(path: [], reason: .wrongType(expected: .object)) }
             } catch {
                 throw ImportError(line: 1, reason: tr("not a JSON array of practice entries", "kein JSON-Array von Übungseinträgen"))
             }

@@ -9,11 +9,34 @@ public enum JSONValueDecoder {
             /// A key nobody read; `known`: the keys that were read there.
             case unknownKey(String, known: [String])
             case missing
-            /// `expected`: text, number, whole number, true or false, object, array.
-            case wrongType(expected: String)
+            case wrongType(expected: Kind)
             case outOfRange
             /// A value's own init(from:) refused it (its words).
             case refused(String)
+        }
+        /// What a value had to be, in both languages ("by must be a number").
+        public enum Kind: String, Sendable, Equatable {
+            case text, number, wholeNumber, bool, object, array
+            public var en: String {
+                switch self {
+                case .text: "a text"
+                case .number: "a number"
+                case .wholeNumber: "a whole number"
+                case .bool: "true or false"
+                case .object: "an object"
+                case .array: "an array"
+                }
+            }
+            public var de: String {
+                switch self {
+                case .text: "ein Text"
+                case .number: "eine Zahl"
+                case .wholeNumber: "eine ganze Zahl"
+                case .bool: "true oder false"
+                case .object: "ein Objekt"
+                case .array: "eine Liste"
+                }
+            }
         }
         /// Where: the keys and indexes from the top (`options.duration`, `items.[2]`).
         public let path: [String]
@@ -24,7 +47,7 @@ public enum JSONValueDecoder {
             switch reason {
             case .unknownKey(let k, let known): return "unknown key '\(k)'" + (path.isEmpty ? "" : " in \(where_)") + "; known: \(known.joined(separator: ", "))"
             case .missing: return "\(where_) is missing"
-            case .wrongType(let e): return "\(where_) must be \(e)"
+            case .wrongType(let e): return "\(where_) must be \(e.en)"
             case .outOfRange: return "\(where_) is out of range"
             case .refused(let why): return path.isEmpty ? why : "\(where_): \(why)"
             }
@@ -54,7 +77,7 @@ extension JSONValueDecoder.Failure {
         switch error {
         case .keyNotFound(let key, let c): self.init(path: names(c.codingPath + [key]), reason: .missing)
         case .valueNotFound(_, let c): self.init(path: names(c.codingPath), reason: .missing)
-        case .typeMismatch(_, let c): self.init(path: names(c.codingPath), reason: .wrongType(expected: c.debugDescription))
+        case .typeMismatch(_, let c): self.init(path: names(c.codingPath), reason: .refused(c.debugDescription))
         case .dataCorrupted(let c): self.init(path: names(c.codingPath), reason: .refused(c.debugDescription))
         @unknown default: self.init(path: [], reason: .refused("\(error)"))
         }
@@ -91,48 +114,44 @@ private struct ValueDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        guard case .object(let o) = value else { throw mismatch("an object") }
+        guard case .object(let o) = value else { throw Leaf.mismatch(codingPath, .object) }
         let reads = Usage.Reads()
         usage?.opened.append(.init(path: codingPath, keys: Array(o.keys), read: reads))
         return KeyedDecodingContainer(KeyedReader<Key>(object: o, codingPath: codingPath, usage: usage, reads: reads))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        guard case .array(let a) = value else { throw mismatch("an array") }
+        guard case .array(let a) = value else { throw Leaf.mismatch(codingPath, .array) }
         return UnkeyedReader(array: a, codingPath: codingPath, usage: usage)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleReader(value: value, codingPath: codingPath, usage: usage) }
-
-    func mismatch(_ expected: String) -> DecodingError {
-        .typeMismatch(JSON.self, .init(codingPath: codingPath, debugDescription: expected))
-    }
 }
 
 /// The one place a JSON leaf becomes a Swift value.
 private enum Leaf {
-    static func mismatch(_ path: [any CodingKey], _ expected: String) -> DecodingError {
-        .typeMismatch(JSON.self, .init(codingPath: path, debugDescription: expected))
+    static func mismatch(_ path: [any CodingKey], _ expected: JSONValueDecoder.Failure.Kind) -> JSONValueDecoder.Failure {
+        JSONValueDecoder.Failure(path: names(path), reason: .wrongType(expected: expected))
     }
 
     static func bool(_ v: JSON, _ path: [any CodingKey]) throws -> Bool {
-        guard case .bool(let b) = v else { throw mismatch(path, "true or false") }
+        guard case .bool(let b) = v else { throw mismatch(path, .bool) }
         return b
     }
 
     static func string(_ v: JSON, _ path: [any CodingKey]) throws -> String {
-        guard case .string(let s) = v else { throw mismatch(path, "a text") }
+        guard case .string(let s) = v else { throw mismatch(path, .text) }
         return s
     }
 
     static func double(_ v: JSON, _ path: [any CodingKey]) throws -> Double {
-        guard case .number(let n) = v else { throw mismatch(path, "a number") }
+        guard case .number(let n) = v else { throw mismatch(path, .number) }
         return n
     }
 
     static func integer<T: FixedWidthInteger>(_ v: JSON, _ path: [any CodingKey]) throws -> T {
-        guard case .number(let n) = v else { throw mismatch(path, "a whole number") }
-        guard n == n.rounded() else { throw mismatch(path, "a whole number") }
+        guard case .number(let n) = v else { throw mismatch(path, .wholeNumber) }
+        guard n == n.rounded() else { throw mismatch(path, .wholeNumber) }
         guard let i = T(exactly: n) else {
             throw JSONValueDecoder.Failure(path: names(path), reason: .outOfRange)
         }
