@@ -51,10 +51,10 @@ public struct Ended: Codable, Sendable, Equatable {
 public struct Status: Codable, Sendable, Equatable {
     public struct Section: Codable, Sendable, Equatable {
         public var index: Int
-        public var kind: String
+        public var kind: StillMomentCore.Section.Kind
         public var remaining: Int64
         public var count: Int
-        public init(index: Int, kind: String, remaining: Int64, count: Int) {
+        public init(index: Int, kind: StillMomentCore.Section.Kind, remaining: Int64, count: Int) {
             self.index = index
             self.kind = kind
             self.remaining = remaining

@@ -6,21 +6,23 @@ import StillMomentCore      // (the fuzz harness compiles Language.swift and Dis
 /// The control protocol: newline-delimited JSON over a Unix socket.
 ///
 /// ```
-/// → {"hello":{"version":2,"client":"stillmoment","language":"en"}}
-/// ← {"hello":{"version":2,"daemon":"stillmoment","pid":4242,"home":"…"}}
+/// → {"hello":{"version":3,"client":"stillmoment","language":"en"}}
+/// ← {"hello":{"version":3,"daemon":"stillmoment","pid":4242,"home":"…"}}
 /// → {"id":1,"command":"status"}
 /// ← {"id":1,"result":{"state":"running",...}}
-/// → {"id":2,"command":"seek","args":{"by":15}}
+/// → {"id":2,"command":"seek","args":{"by":15000}}
 /// ← {"id":2,"error":{"code":"no-session","message":"nothing is playing"}}
 /// ← {"event":"progress","data":{...}}          (to clients that subscribed)
 /// ```
 /// A line may be at most 64 KiB; the first message must be the hello. The hello
 /// negotiates: the client names the highest version it speaks, the daemon answers with the
-/// highest it speaks too (version 2 is version 1 with typed, strictly checked arguments:
-/// an unknown key is refused with `bad-arguments` naming it; the messages' shape is in
-/// Messages.swift and Requests.swift).
+/// highest it speaks too. Version 2 is version 1 with typed, strictly checked arguments (an
+/// unknown key is refused with `bad-arguments` naming it); version 3 reads the message
+/// itself as strictly (a hello takes version, client and language; a request id, command
+/// and args; anything else is refused with `bad-request` naming it). The messages' shape is
+/// in Messages.swift and Requests.swift.
 public enum ControlProtocol {
-    public static let version = 2
+    public static let version = 3
     public static let oldestVersion = 1
     public static let maxMessageBytes = 64 * 1024
 }
@@ -82,8 +84,9 @@ public enum ClientMessage: Sendable, Equatable {
     case hello(version: Int, client: String, language: Language?)
     case request(id: Int, command: ControlCommand, args: [String: JSON])
 
-    /// Decodes one line (without its newline). `helloDone` says whether the hello came.
-    public static func decode(_ line: some Collection<UInt8>, helloDone: Bool) throws(ProtocolError) -> ClientMessage {
+    /// Decodes one line (without its newline). `helloDone` says whether the hello came;
+    /// `version`, the version it agreed (from 3 on, a key the message does not take is refused).
+    public static func decode(_ line: some Collection<UInt8>, helloDone: Bool, version: Int = ControlProtocol.version) throws(ProtocolError) -> ClientMessage {
         guard line.count <= ControlProtocol.maxMessageBytes else {
             throw ProtocolError(.tooLong, tr("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes"))
         }
@@ -104,10 +107,14 @@ public enum ClientMessage: Sendable, Equatable {
                 throw ProtocolError(.badVersion, tr("this daemon speaks versions \(ControlProtocol.oldestVersion) to \(ControlProtocol.version) of the protocol, not \(v)",
                                                     "dieser Daemon spricht die Protokollversionen \(ControlProtocol.oldestVersion) bis \(ControlProtocol.version), nicht \(v)"))
             }
+            if v >= 3 {
+                try only(["hello"], in: o, id: nil)
+                try only(["version", "client", "language"], in: h, id: nil)
+            }
             return .hello(version: Int(min(v, Double(ControlProtocol.version))), client: h["client"]?.string ?? "",
                           language: h["language"]?.string == "de" ? .de : h["language"]?.string == "en" ? .en : nil)
         }
-        guard helloDone else { throw ProtocolError(.notHello, tr("say hello first: {\"hello\":{\"version\":2}}", "zuerst das Hallo: {\"hello\":{\"version\":2}}")) }
+        guard helloDone else { throw ProtocolError(.notHello, tr("say hello first: {\"hello\":{\"version\":\(ControlProtocol.version)}}", "zuerst das Hallo: {\"hello\":{\"version\":\(ControlProtocol.version)}}")) }
         guard let idValue = o["id"]?.number, idValue == idValue.rounded(), abs(idValue) < 1e15 else {
             throw ProtocolError(.badRequest, tr("a request needs an integer id", "eine Anfrage braucht eine ganzzahlige id"))
         }
@@ -117,6 +124,7 @@ public enum ClientMessage: Sendable, Equatable {
             let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
             throw ProtocolError(.unknownCommand, tr("unknown command '\(Display.clean(String(name.prefix(64))))'; the commands are: \(known)", "unbekannter Befehl '\(Display.clean(String(name.prefix(64))))'; die Befehle sind: \(known)"), id: id)
         }
+        if version >= 3 { try only(["id", "command", "args"], in: o, id: id) }
         var args: [String: JSON] = [:]
         switch o["args"] {
         case nil, .null?: break
@@ -124,6 +132,15 @@ public enum ClientMessage: Sendable, Equatable {
         default: throw ProtocolError(.badArguments, tr("args must be an object", "args muss ein Objekt sein"), id: id)
         }
         return .request(id: id, command: command, args: args)
+    }
+
+    /// Refuses a key of `object` that is not one of `keys`, naming it.
+    private static func only(_ keys: Set<String>, in object: [String: JSON], id: Int?) throws(ProtocolError) {
+        guard let extra = object.keys.filter({ !keys.contains($0) }).sorted().first else { return }
+        let name = Display.clean(String(extra.prefix(40)))
+        let known = keys.sorted().joined(separator: ", ")
+        throw ProtocolError(.badRequest, tr("unknown key '\(name)' in the message; it takes: \(known)",
+                                            "unbekannter Schlüssel '\(name)' in der Nachricht; sie nimmt: \(known)"), id: id)
     }
 }
 

@@ -125,7 +125,7 @@ final class Scheduler {
             entries.map { ScheduleDecision.Entry(id: $0.id, when: $0.when, enabled: $0.enabled, lastHandled: $0.lastHandled) },
             now: Int64(now.rounded(.down)), zone: zone, quiet: quiet) { seeds[$0] ?? 0 }
         for m in outcome.missed {
-            record(m.id, at: m.at, "missed", "the clock was late (a boot without a clock?) or the daemon was not running")
+            record(m.id, at: m.at, .missed, "the clock was late (a boot without a clock?) or the daemon was not running")
         }
         for r in outcome.run {
             guard let entry = entries.first(where: { $0.id == r.id }) else { continue }
@@ -147,25 +147,25 @@ final class Scheduler {
     func run(_ entry: ScheduleEntry, at: Int64, host: some ScheduleHost, now: Double, manual: Bool = false) {
         if !manual { handled(entry.id, at) }
         if let problem = entry.problem {
-            record(entry.id, at: at, "failed", problem.text(.en))
+            record(entry.id, at: at, .failed, problem.text(.en))
             return
         }
         switch entry.action {
         case .bell(let sound, let strikes, let volume):
             guard host.deviceFree else {
-                record(entry.id, at: at, "skipped", "something was playing")
+                record(entry.id, at: at, .skipped, "something was playing")
                 return
             }
             // A bell never falls within 2 minutes of the end of a sit.
             if let ended = host.lastSitEnded, now - ended < Self.quietAfterSit, !manual {
-                record(entry.id, at: at, "skipped", "a sit ended less than 2 minutes before")
+                record(entry.id, at: at, .skipped, "a sit ended less than 2 minutes before")
                 return
             }
             do {
                 opening[try host.ringBell(sound: sound, strikes: strikes, volume: volume)] = (entry.id, at)
-                record(entry.id, at: at, "ran", manual ? "rung now" : Self.lateness(at))
+                record(entry.id, at: at, .ran, manual ? "rung now" : Self.lateness(at))
             } catch {
-                record(entry.id, at: at, "failed", error.message)
+                record(entry.id, at: at, .failed, error.message)
             }
         case .timer, .play:
             if host.deviceFree {
@@ -184,9 +184,9 @@ final class Scheduler {
             case .play(let meditation): opening[try host.startScheduledPlay(meditation: meditation)] = (entry.id, at)
             case .bell: return
             }
-            record(entry.id, at: at, "ran", manual ? "rung now" : Self.lateness(at))
+            record(entry.id, at: at, .ran, manual ? "rung now" : Self.lateness(at))
         } catch {
-            record(entry.id, at: at, "failed", error.message)
+            record(entry.id, at: at, .failed, error.message)
         }
     }
 
@@ -197,7 +197,7 @@ final class Scheduler {
             if host.deviceFree {
                 start(w.entry, at: w.at, host: host, manual: false)
             } else if now - w.since > Self.maxWait {
-                record(w.entry.id, at: w.at, "missed", "something played for \(TimeText.compact(Int64(Self.maxWait * 1000))) after its time")
+                record(w.entry.id, at: w.at, .missed, "something played for \(TimeText.compact(Int64(Self.maxWait * 1000))) after its time")
             } else {
                 still.append(w)
             }
@@ -222,16 +222,16 @@ final class Scheduler {
     func sessionOpened(_ id: Int) { opening[id] = nil }
     func sessionFailed(_ id: Int, _ message: String) {
         guard let o = opening.removeValue(forKey: id) else { return }
-        record(o.entry, at: o.at, "failed", message)
+        record(o.entry, at: o.at, .failed, message)
     }
 
     /// The outcome last recorded (for ring-now, which says what became of the entry).
-    private(set) var lastRecorded: (entry: Int64, outcome: String, detail: String?)?
+    private(set) var lastRecorded: (entry: Int64, outcome: ScheduleOutcome, detail: String?)?
 
-    private func record(_ id: Int64, at: Int64, _ outcome: String, _ detail: String?) {
+    private func record(_ id: Int64, at: Int64, _ outcome: ScheduleOutcome, _ detail: String?) {
         lastRecorded = (id, outcome, detail)
-        if outcome == "missed" { handled(id, at) }
-        log.info("schedule \(id) at \(LocalTime(unix: at, utcOffset: zone.offset(at: at)).iso8601): \(outcome)\(detail.map { " (\($0))" } ?? "")")
+        if outcome == .missed { handled(id, at) }
+        log.info("schedule \(id) at \(LocalTime(unix: at, utcOffset: zone.offset(at: at)).iso8601): \(outcome.rawValue)\(detail.map { " (\($0))" } ?? "")")
         do { try schedules.record(ScheduleEvent(entry: id, at: at, outcome: outcome, detail: detail)) } catch {
             log.error("cannot record the schedule's event: \(error.description)")
         }

@@ -296,8 +296,8 @@ public final class SessionService: ScheduleHost {
             throw ProtocolError(.failed, tr("entry \(entry.id) cannot ring: \(problem.text(.en))", "Eintrag \(entry.id) kann nicht läuten: \(problem.text(.de))"))
         }
         scheduler.run(entry, at: Int64(Scheduler.wallClock()), host: self, now: Scheduler.wallClock(), manual: true)
-        if let last = scheduler.lastRecorded, last.entry == entry.id, last.outcome == "failed" || last.outcome == "skipped" {
-            throw ProtocolError(.failed, tr("entry \(entry.id) \(last.outcome): \(last.detail ?? "")", "Eintrag \(entry.id) \(last.outcome == "failed" ? "fehlgeschlagen" : "ausgelassen"): \(last.detail ?? "")"))
+        if let last = scheduler.lastRecorded, last.entry == entry.id, last.outcome == .failed || last.outcome == .skipped {
+            throw ProtocolError(.failed, tr("entry \(entry.id) \(last.outcome.rawValue): \(last.detail ?? "")", "Eintrag \(entry.id) \(last.outcome == .failed ? "fehlgeschlagen" : "ausgelassen"): \(last.detail ?? "")"))
         }
         return status()
     }

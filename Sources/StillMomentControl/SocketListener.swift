@@ -16,6 +16,8 @@ final class SocketListener {
         let connectedAt: Double
         var framer = LineFramer()
         var helloDone = false
+        /// The protocol version the hello agreed.
+        var version = ControlProtocol.version
         var subscribed = false
         var progress = false
         /// The language its user reads (from the hello): the daemon answers in it.
@@ -209,7 +211,7 @@ final class SocketListener {
         let message: ClientMessage
         do {
             message = try Language.speaking(c.language) { () throws(ProtocolError) -> ClientMessage in
-                try ClientMessage.decode(line, helloDone: c.helloDone)
+                try ClientMessage.decode(line, helloDone: c.helloDone, version: c.version)
             }
         } catch {
             send(c, error.answer)
@@ -219,6 +221,7 @@ final class SocketListener {
         switch message {
         case .hello(let version, _, let language):
             c.helloDone = true
+            c.version = version
             c.language = language
             send(c, .object(["hello": .object([
                 "version": .number(Double(version)), "daemon": .string("stillmoment"),
@@ -256,15 +259,19 @@ final class SocketListener {
     /// Sends events to the subscribers (progress only to those that asked for it).
     func broadcast(_ events: [Event]) {
         for e in events {
-            let line = JSON(encoding: e)
             let progress = if case .progress = e { true } else { false }
-            for c in clients where c.subscribed && (!progress || c.progress) { send(c, line) }
+            let to = clients.filter { $0.subscribed && (!progress || $0.progress) }
+            guard !to.isEmpty else { continue }
+            let line = JSONWriter.bytes(JSON(encoding: e))     // written once for every subscriber
+            for c in to { send(c, line: line) }
         }
     }
 
-    private func send(_ c: Client, _ message: JSON) {
+    private func send(_ c: Client, _ message: JSON) { send(c, line: JSONWriter.bytes(message)) }
+
+    private func send(_ c: Client, line: [UInt8]) {
         guard !c.drop else { return }
-        c.out.append(contentsOf: message.line.utf8)
+        c.out.append(contentsOf: line)
         c.out.append(0x0A)
         flush(c)
         if c.out.count > options.maxBacklog {

@@ -270,8 +270,8 @@ struct TimerRunner {
 /// The live views' words, in English and German (from LANG).
 enum Texts {
     /// `walk 2/3, 04:10 left` (`Gehen 2/3, noch 04:10`).
-    static func sectionLine(kind: String, index: Int, count: Int, remaining: Int64, _ language: Language = .current) -> String {
-        let name = language == .de ? (kind == "walk" ? "Gehen" : "Sitzen") : kind
+    static func sectionLine(kind: Section.Kind, index: Int, count: Int, remaining: Int64, _ language: Language = .current) -> String {
+        let name = language == .de ? (kind == .walk ? "Gehen" : "Sitzen") : kind.rawValue
         return language == .de ? "\(name) \(index + 1)/\(count), noch \(TimeText.clock(remaining))"
                                : "\(name) \(index + 1)/\(count), \(TimeText.clock(remaining)) left"
     }

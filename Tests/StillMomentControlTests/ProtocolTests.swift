@@ -1,3 +1,4 @@
+import StillMomentCore
 import Testing
 @testable import StillMomentControl
 
@@ -5,6 +6,35 @@ import Testing
 struct ProtocolTests {
     func decode(_ s: String, hello: Bool = true) throws(ProtocolError) -> ClientMessage {
         try ClientMessage.decode(Array(s.utf8), helloDone: hello)
+    }
+
+    @Test("a client that agreed version 2 may still send keys a message does not take; from 3 on they are refused, named")
+    func strictFromVersion3() throws {
+        let line = Array(#"{"id":6,"command":"status","trace":true}"#.utf8)
+        #expect(try ClientMessage.decode(line, helloDone: true, version: 2) == .request(id: 6, command: .status, args: [:]))
+        #expect(try decode(#"{"hello":{"version":2,"langauge":"de"}}"#, hello: false) == .hello(version: 2, client: "", language: nil))
+        do {
+            _ = try ClientMessage.decode(line, helloDone: true, version: 3)
+            Issue.record("an unknown key was accepted")
+        } catch {
+            #expect(error.code == .badRequest && error.id == 6 && error.message.contains("'trace'") && error.message.contains("args, command, id"))
+        }
+    }
+
+    @Test("every request decodes into its typed form and goes back to the same wire")
+    func typedRequests() throws {
+        let requests: [Request] = [.status, .pause, .resume, .stop, .finish, .reschedule, .unsubscribe,
+                                   .seek(.by(-15_000)), .seek(.to(60_000, at: 123)), .ringNow(id: 4),
+                                   .subscribe(progress: true), .subscribe(progress: false),
+                                   .timer(TimerStartRequest(preset: "morning", options: ["duration": "20m"])),
+                                   .play(PlayRequest(id: "abc", from: 1000, preparation: 5000, resume: true))]
+        for r in requests {
+            #expect(try Request(r.command, args: r.args) == r, "\(r)")
+            // Through the line a client writes and the daemon reads.
+            let line = JSON.object(["id": .number(1), "command": .string(r.command.rawValue), "args": .object(r.args)]).line
+            guard case .request(_, let command, let args) = try decode(line) else { Issue.record("not a request"); continue }
+            #expect(try Request(command, args: args) == r)
+        }
     }
 
     @Test("hello, then requests with ids and arguments")
@@ -27,6 +57,10 @@ struct ProtocolTests {
             (#"{"id":3}"#, true, .badRequest, 3),
             (#"{"id":4,"command":"dance"}"#, true, .unknownCommand, 4),
             (#"{"id":5,"command":"seek","args":[1]}"#, true, .badArguments, 5),
+            // Version 3 reads the message itself strictly.
+            (#"{"id":6,"command":"status","arg":{}}"#, true, .badRequest, 6),
+            (#"{"hello":{"version":3,"langauge":"de"}}"#, false, .badRequest, nil),
+            (#"{"hello":{"version":3},"id":1}"#, false, .badRequest, nil),
           ])
     func bad(_ text: String, _ hello: Bool, _ code: ProtocolError.Code, _ id: Int?) {
         do {

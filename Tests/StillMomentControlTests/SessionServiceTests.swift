@@ -341,7 +341,7 @@ struct SessionServiceTests {
         var s = Status(state: .running)
         s.session = 3
         s.source = .timer
-        s.section = .init(index: 1, kind: "walk", remaining: 1000, count: 3)
+        s.section = .init(index: 1, kind: .walk, remaining: 1000, count: 3)
         for event in [Event.state(s), .progress(s), .ended(Ended(session: 3, source: .guided, reason: .preempted, by: .timer, position: 1234))] {
             let json = JSON(encoding: event)
             #expect(json["event"] == .string(event.name))

@@ -382,10 +382,10 @@ def serves(h):
 
 
 # Each fault on its own connection: (what, how to send it). They get an error each.
-def _raw(data, hello=True):
+def _raw(data, hello=True, version=2):
     def send(c):
         if hello:
-            c.send({"hello": {"version": 2}})
+            c.send({"hello": {"version": version}})
             c.recv()
         c.send_raw(data)
         return c.recv()
@@ -407,6 +407,8 @@ FAULTS = [
     ("hello version 0", _raw(b'{"hello":{"version":0}}\n', hello=False)),
     ("hello version 1e19", _raw(b'{"hello":{"version":1e19}}\n', hello=False)),
     ("an unknown command", _request("dance", None)),
+    ("a key a version 3 request does not take", _raw(b'{"id":1,"command":"status","arg":{}}\n', version=3)),
+    ("a key a version 3 hello does not take", _raw(b'{"hello":{"version":3,"langauge":"de"}}\n', hello=False)),
     ("unknown keys", _request("timer", {"options": {"durration": "20m"}})),
     ("seek by \"x\"", _request("seek", {"by": "x"})),
     ("timer with duration \"abc\"", _request("timer", {"options": {"duration": "abc"}})),

@@ -100,7 +100,7 @@ public struct ScheduleService: Sendable {
             let last = (try? table.events(entry: e.id, limit: 1))?.first
             return ScheduleListing(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
                                    next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
-                                   lastOutcome: last.map { $0.outcome + ($0.detail.map { ": \($0)" } ?? "") },
+                                   lastOutcome: last.map { $0.outcome.rawValue + ($0.detail.map { ": \($0)" } ?? "") },
                                    broken: e.problem?.text())
         }
         return (entries, quiet.sorted())

@@ -116,13 +116,18 @@ public struct NewScheduleEntry: Sendable, Equatable {
     }
 }
 
+/// What became of an entry's time (stored and shown by these names).
+public enum ScheduleOutcome: String, Sendable, Equatable, Codable, CaseIterable {
+    case ran, missed, skipped, failed
+}
+
 public struct ScheduleEvent: Sendable, Equatable, Codable {
     public var entry: Int64
     public var at: Int64
-    public var outcome: String        // ran, missed, skipped, failed
+    public var outcome: ScheduleOutcome
     public var detail: String?
 
-    public init(entry: Int64, at: Int64, outcome: String, detail: String?) {
+    public init(entry: Int64, at: Int64, outcome: ScheduleOutcome, detail: String?) {
         self.entry = entry
         self.at = at
         self.outcome = outcome
@@ -280,7 +285,7 @@ public struct ScheduleStore: Sendable {
     public func record(_ e: ScheduleEvent) throws(CoreError) {
         try store.write { db in
             try db.execute(sql: "INSERT INTO scheduleEvent (entry, at, outcome, detail) VALUES (?, ?, ?, ?)",
-                           arguments: [e.entry, e.at, e.outcome, e.detail])
+                           arguments: [e.entry, e.at, e.outcome.rawValue, e.detail])
             // Keep the last 5000.
             try db.execute(sql: "DELETE FROM scheduleEvent WHERE id <= (SELECT max(id) FROM scheduleEvent) - 5000")
         }
@@ -292,7 +297,7 @@ public struct ScheduleStore: Sendable {
                                         arguments: [entry, entry, limit])
             return rows.compactMap { r in
                 guard let e = Int64.fromDatabaseValue(r["entry"] ?? .null), let at = Int64.fromDatabaseValue(r["at"] ?? .null),
-                      let o = String.fromDatabaseValue(r["outcome"] ?? .null) else { return nil }
+                      let o = String.fromDatabaseValue(r["outcome"] ?? .null).flatMap(ScheduleOutcome.init(rawValue:)) else { return nil }
                 return ScheduleEvent(entry: e, at: at, outcome: o, detail: String.fromDatabaseValue(r["detail"] ?? .null))
             }
         }

@@ -10,7 +10,7 @@ public struct SessionSnapshot: Sendable, Equatable {
 
     public struct Section: Sendable, Equatable {
         public var index: Int
-        public var kind: String
+        public var kind: StillMomentCore.Section.Kind
         /// ms left in it
         public var remaining: Int64
         public var count: Int
@@ -50,7 +50,7 @@ extension TimerSession {
         s.duration = configuration.duration
         s.open = configuration.openEnded
         if let section = plan.section(at: p) {
-            s.section = .init(index: section.index, kind: section.kind.rawValue, remaining: section.remaining,
+            s.section = .init(index: section.index, kind: section.kind, remaining: section.remaining,
                               count: plan.sections?.list.count ?? 0)
         }
         if let next = plan.nextGong(after: p), next > plan.meditationStart {
