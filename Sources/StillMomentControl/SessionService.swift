@@ -1,5 +1,5 @@
-// The daemon's service: what plays, as typed calls. It owns the coordinator, the session
-// playing, a guided meditation kept to be resumed and the schedule's clock; it knows no
+// The daemon's service: what plays, as typed calls. It owns the session playing, a guided
+// meditation kept to be resumed and the schedule's clock; it knows no
 // socket. Its callers (the Unix-socket listener today, any other listener tomorrow) call
 // it on one thread and never wait for the sound device: fades, stops, replacements,
 // pauses and seeks run on the device worker, and status answers at once.
@@ -23,7 +23,6 @@ extension ProtocolError {
 
 public final class SessionService: ScheduleHost {
     let store: LibraryStore
-    let coordinator = AudioSessionCoordinator()
     let log: Logger
     let worker = DeviceWorker()
     private let slot = StartSlot()
@@ -436,22 +435,28 @@ public final class SessionService: ScheduleHost {
     }
 
     /// Takes the device for a new session made by `make` (which opens the device and
-    /// starts it). The session playing now ends first: a session of the same kind is
-    /// replaced, another kind preempted (a guided meditation is kept to be resumed). The
-    /// session is opened on the device worker, after whatever it is doing (the fade of the
-    /// one before), never on the caller's thread: a device that takes seconds to open
-    /// delays nobody's answer. The answer says `starting`; a failure to open is an `ended`
-    /// event with the device's code.
+    /// starts it). The session playing (or starting) now ends first, as the one rule says
+    /// (`SessionKind.admits(_:)`): a session of the same kind is replaced, another kind
+    /// preempted (a guided meditation is kept to be resumed); a bell is refused while
+    /// anything plays (`busy`). The session is opened on the device worker, after whatever
+    /// it is doing (the fade of the one before), never on the caller's thread: a device that
+    /// takes seconds to open delays nobody's answer. The answer says `starting`; a failure
+    /// to open is an `ended` event with the device's code.
     private func launch(_ kind: SessionKind, meditation: Meditation? = nil, from: Int64 = 0,
                         _ make: @escaping @Sendable (Int) throws(CoreError) -> HostedSession) throws(ProtocolError) -> Int {
         reap()               // a session that just ended is over, not replaced or preempted
+        let current = [active?.kind, starting.flatMap { $0.cancelled == nil ? $0.kind : nil }].compactMap { $0 }
+        if let playing = current.first(where: { $0.admits(kind) == .refuse }) {
+            throw ProtocolError(.busy, tr("a \(playing.rawValue) is playing; a \(kind.rawValue) never interrupts it",
+                                          "es spielt: \(playing.rawValue); \(kind.rawValue) unterbricht das nie"))
+        }
         let id = nextID
         nextID += 1
         if let s = starting, s.cancelled == nil {
-            starting?.cancelled = s.kind == kind ? .replaced : .preempted(by: kind)
+            // Never begun: a guided meditation not yet playing is not kept.
+            starting?.cancelled = s.kind.admits(kind).endReason(for: kind)
         }
         if let s = active { retire(s, for: kind) }
-        coordinator.request(kind) { _ in }
         starting = Starting(id: id, kind: kind, meditation: meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) },
                             position: meditation.map { _ in from }, duration: meditation?.durationMilliseconds,
                             range: meditation.map { m in (m.trimStart ?? 0)...max(m.trimStart ?? 0, m.trimEnd ?? m.durationMilliseconds) })
@@ -479,23 +484,23 @@ public final class SessionService: ScheduleHost {
         return id
     }
 
-    /// The session playing ends for a new one of kind `incoming`: it fades out and is
-    /// closed on the worker; its `ended` event goes out now.
+    /// The session playing ends for a new one of kind `incoming` (which it admits: the
+    /// caller has refused what it does not): it fades out and is closed on the worker; its
+    /// `ended` event goes out now.
     private func retire(_ s: HostedSession, for incoming: SessionKind) {
-        let reason: EndReason = s.kind == incoming ? .replaced : .preempted(by: incoming)
+        let rule = s.kind.admits(incoming)
+        let reason = rule.endReason(for: incoming) ?? .replaced     // (never nil: launch refused those)
         s.markEnding(reason)
         var position: Int64?
         if case .guided(let g, let device) = s.player {
             let at = s.seekTarget.withLock { $0 } ?? g.filePosition
             position = at
-            // A guided meditation that another kind of session takes the device from is
-            // kept, to be resumed where it was.
-            if s.kind == .guided, case .preempted = reason, g.position < g.voiceEnd {
+            // Kept, to be resumed where it was, while its voice has something left.
+            if rule == .suspend, g.position < g.voiceEnd {
                 suspended = (g.meditation, at, device)
             }
         }
         active = nil
-        coordinator.release(s.kind)
         announceEnd(s, reason: reason, position: position)
         close(s, fade: reason == .replaced ? 0.3 : 0.5)
     }
@@ -567,7 +572,6 @@ public final class SessionService: ScheduleHost {
                 }
             case .failedToStart(let id, let kind, let message, let device):
                 if starting?.id == id { starting = nil }
-                coordinator.release(kind)
                 let ended = Ended(session: id, source: kind, reason: .failed, message: message, code: device ? .device : .failed)
                 lastEnded = ended
                 events.append(.ended(ended))
@@ -594,7 +598,6 @@ public final class SessionService: ScheduleHost {
                 if s.engine.state == .failed, reason.wireName != .failed { reason = .failed(tr("the sound device failed", "das Audiogerät ist ausgefallen")) }
                 s.markEnding(reason)
                 active = nil
-                coordinator.release(s.kind)
                 announceEnd(s, reason: reason, position: s.guided?.filePosition)
                 close(s, fade: 0)
             } else {
@@ -637,7 +640,6 @@ public final class SessionService: ScheduleHost {
         if let s = active {
             s.markEnding(.stopped)
             active = nil
-            coordinator.release(s.kind)
             announceEnd(s, reason: .stopped, position: s.guided?.filePosition)
             close(s, fade: 1.0)
         }
