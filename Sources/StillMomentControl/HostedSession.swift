@@ -5,14 +5,16 @@ import StillMomentCore
 import Synchronization
 
 final class HostedSession: Sendable {
-    enum Kind: Sendable {
+    /// The session itself, typed: what only one of them does (a timer's finish, a guided
+    /// meditation's seek and the device it is resumed on). What kind it is, is `kind`.
+    enum Player: Sendable {
         case timer(TimerSession)
+        /// A guided meditation or its preview.
         case guided(GuidedSession, device: DeviceName)
         case bell(BellSession)
     }
     let id: Int
-    let source: SessionSource
-    let kind: Kind
+    let player: Player
     let runner: SessionRunner
     /// Paused as asked (the fade to silence may still be under way on the worker).
     let paused = Atomic<Bool>(false)
@@ -26,17 +28,19 @@ final class HostedSession: Sendable {
     /// its start): a request that arrived before then found the session elsewhere.
     let commandedAt = Atomic<UInt64>(MonotonicClock.nanoseconds())
 
-    init(id: Int, source: SessionSource, kind: Kind, runner: SessionRunner) {
+    init(id: Int, player: Player, runner: SessionRunner) {
         self.id = id
-        self.source = source
-        self.kind = kind
+        self.player = player
         self.runner = runner
     }
 
     var session: any Session { runner.session }
 
+    /// What kind of session it is (a guided session says whether it is a preview).
+    var kind: SessionKind { session.kind }
+
     var engine: AudioEngine {
-        switch kind {
+        switch player {
         case .timer(let t): return t.engine
         case .guided(let g, _): return g.engine
         case .bell(let b): return b.engine
@@ -44,7 +48,7 @@ final class HostedSession: Sendable {
     }
 
     var guided: GuidedSession? {
-        if case .guided(let g, _) = kind { return g }
+        if case .guided(let g, _) = player { return g }
         return nil
     }
 

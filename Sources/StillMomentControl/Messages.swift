@@ -4,10 +4,8 @@
 import FoundationEssentials
 import StillMomentCore
 
-/// What kind of session plays.
-public enum SessionSource: String, Codable, Sendable, CaseIterable {
-    case timer, guided, preview, bell
-}
+/// What kind of session plays: the protocol's name for `SessionKind` (the same strings).
+public typealias SessionSource = SessionKind
 
 /// The phase of the session playing (or `idle`). A timer goes preparation, startGong,
 /// running, endGong; a guided meditation preparation, startGong, playing; `starting` while

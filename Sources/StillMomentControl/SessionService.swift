@@ -1,5 +1,5 @@
-// The daemon's service: what plays, as typed calls. It owns the coordinator, the session
-// playing, a guided meditation kept to be resumed and the schedule's clock; it knows no
+// The daemon's service: what plays, as typed calls. It owns the session playing, a guided
+// meditation kept to be resumed and the schedule's clock; it knows no
 // socket. Its callers (the Unix-socket listener today, any other listener tomorrow) call
 // it on one thread and never wait for the sound device: fades, stops, replacements,
 // pauses and seeks run on the device worker, and status answers at once.
@@ -21,20 +21,8 @@ extension ProtocolError {
     }
 }
 
-extension SessionSource {
-    var audioSource: AudioSource {
-        switch self {
-        case .timer: return .timer
-        case .guided: return .guided
-        case .preview: return .preview
-        case .bell: return .bell
-        }
-    }
-}
-
 public final class SessionService: ScheduleHost {
     let store: LibraryStore
-    let coordinator = AudioSessionCoordinator()
     let log: Logger
     let worker = DeviceWorker()
     private let slot = StartSlot()
@@ -46,7 +34,7 @@ public final class SessionService: ScheduleHost {
     /// callers asked of it meanwhile (a pause is kept and carried out once it has begun).
     private struct Starting {
         let id: Int
-        let source: SessionSource
+        let kind: SessionKind
         var cancelled: EndReason?
         let meditation: Status.MeditationRef?
         /// Where a guided meditation starts in its file (ms) and its length: what the
@@ -167,8 +155,8 @@ public final class SessionService: ScheduleHost {
                 return status()
             }
             if let pending = suspended {
-                throw ProtocolError(.badArguments, tr("a \(s.source.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)",
-                                                      "es spielt: \(s.source.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
+                throw ProtocolError(.badArguments, tr("a \(s.kind.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)",
+                                                      "es spielt: \(s.kind.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
             }
             throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
         }
@@ -179,8 +167,8 @@ public final class SessionService: ScheduleHost {
                 return status()
             }
             if let pending = suspended {
-                throw ProtocolError(.badArguments, tr("a \(st.source.rawValue) is starting; stop it first, then `resume` continues \(pending.meditation.name)",
-                                                      "es startet: \(st.source.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
+                throw ProtocolError(.badArguments, tr("a \(st.kind.rawValue) is starting; stop it first, then `resume` continues \(pending.meditation.name)",
+                                                      "es startet: \(st.kind.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
             }
             throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
         }
@@ -209,7 +197,7 @@ public final class SessionService: ScheduleHost {
     func finish() throws(ProtocolError) -> Status {
         defer { reap() }
         let s = try playing()
-        guard case .timer(let t) = s.kind else {
+        guard case .timer(let t) = s.player else {
             throw ProtocolError(.badArguments, tr("finish ends a timer; a guided meditation is stopped with `stillmoment stop`",
                                                   "finish beendet einen Timer; eine geführte Meditation endet mit `stillmoment stop`"))
         }
@@ -396,7 +384,7 @@ public final class SessionService: ScheduleHost {
         return try launch(.bell) { sid throws(CoreError) in
             let session = try BellSession(sound: sound, strikes: strikes, volume: volume, catalog: catalog,
                                           output: .device(output))
-            return HostedSession(id: sid, source: .bell, kind: .bell(session), runner: try SessionRunner(session))
+            return HostedSession(id: sid, player: .bell(session), runner: try SessionRunner(session))
         }
     }
 
@@ -410,7 +398,7 @@ public final class SessionService: ScheduleHost {
             let session = try TimerSession(configuration: configuration, catalog: catalog,
                                            output: .device(output))
             let runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled)
-            return HostedSession(id: id, source: .timer, kind: .timer(session), runner: runner)
+            return HostedSession(id: id, player: .timer(session), runner: runner)
         }
     }
 
@@ -422,14 +410,14 @@ public final class SessionService: ScheduleHost {
 
     private func launchGuided(meditation m: Meditation, from: Int64, preparation: Int64, device: DeviceName,
                               preview: Bool, scheduled: Bool) throws(ProtocolError) -> Int {
-        let source: SessionSource = preview ? .preview : .guided
+        let kind: SessionKind = preview ? .preview : .guided
         let catalog: SoundCatalog
         do { catalog = try SoundCatalog.withCustomSounds(store: store) } catch { throw ProtocolError(error) }
         let store = self.store, practice = self.practice, output = SessionOutput.device(standby.device(device))
         let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
         let window = min(10_000, trimEnd - trimStart)
         let previewFrom = (trimEnd - trimStart) / 2 - window / 2
-        let id = try launch(source, meditation: m, from: trimStart + (preview ? previewFrom : from)) { id throws(CoreError) in
+        let id = try launch(kind, meditation: m, from: trimStart + (preview ? previewFrom : from)) { id throws(CoreError) in
             let session: GuidedSession
             if preview {
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
@@ -439,7 +427,7 @@ public final class SessionService: ScheduleHost {
                                             preparation: preparation, from: from)
             }
             let runner = try SessionRunner(session, log: practice, scheduled: scheduled)
-            return HostedSession(id: id, source: source, kind: .guided(session, device: device), runner: runner)
+            return HostedSession(id: id, player: .guided(session, device: device), runner: runner)
         }
         if !preview { suspended = nil }      // a new guided meditation replaces the one kept
         log.info("session \(id): \(scheduled ? "scheduled: " : "")\(preview ? "preview of" : "playing") \(m.name) (\(m.id)) on \(device)")
@@ -447,23 +435,29 @@ public final class SessionService: ScheduleHost {
     }
 
     /// Takes the device for a new session made by `make` (which opens the device and
-    /// starts it). The session playing now ends first: a session of the same kind is
-    /// replaced, another kind preempted (a guided meditation is kept to be resumed). The
-    /// session is opened on the device worker, after whatever it is doing (the fade of the
-    /// one before), never on the caller's thread: a device that takes seconds to open
-    /// delays nobody's answer. The answer says `starting`; a failure to open is an `ended`
-    /// event with the device's code.
-    private func launch(_ source: SessionSource, meditation: Meditation? = nil, from: Int64 = 0,
+    /// starts it). The session playing (or starting) now ends first, as the one rule says
+    /// (`SessionKind.admits(_:)`): a session of the same kind is replaced, another kind
+    /// preempted (a guided meditation is kept to be resumed); a bell is refused while
+    /// anything plays (`busy`). The session is opened on the device worker, after whatever
+    /// it is doing (the fade of the one before), never on the caller's thread: a device that
+    /// takes seconds to open delays nobody's answer. The answer says `starting`; a failure
+    /// to open is an `ended` event with the device's code.
+    private func launch(_ kind: SessionKind, meditation: Meditation? = nil, from: Int64 = 0,
                         _ make: @escaping @Sendable (Int) throws(CoreError) -> HostedSession) throws(ProtocolError) -> Int {
         reap()               // a session that just ended is over, not replaced or preempted
+        let current = [active?.kind, starting.flatMap { $0.cancelled == nil ? $0.kind : nil }].compactMap { $0 }
+        if let playing = current.first(where: { $0.admits(kind) == .refuse }) {
+            throw ProtocolError(.busy, tr("a \(playing.rawValue) is playing; a \(kind.rawValue) never interrupts it",
+                                          "es spielt: \(playing.rawValue); \(kind.rawValue) unterbricht das nie"))
+        }
         let id = nextID
         nextID += 1
         if let s = starting, s.cancelled == nil {
-            starting?.cancelled = s.source == source ? .replaced : .preempted(by: source.rawValue)
+            // Never begun: a guided meditation not yet playing is not kept.
+            starting?.cancelled = s.kind.admits(kind).endReason(for: kind)
         }
-        if let s = active { retire(s, for: source) }
-        coordinator.request(source.audioSource) { _ in }
-        starting = Starting(id: id, source: source, meditation: meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) },
+        if let s = active { retire(s, for: kind) }
+        starting = Starting(id: id, kind: kind, meditation: meditation.map { .init(id: $0.id, name: $0.name, teacher: $0.teacher) },
                             position: meditation.map { _ in from }, duration: meditation?.durationMilliseconds,
                             range: meditation.map { m in (m.trimStart ?? 0)...max(m.trimStart ?? 0, m.trimEnd ?? m.durationMilliseconds) })
         slot.want(id)
@@ -471,7 +465,7 @@ public final class SessionService: ScheduleHost {
         let slot = self.slot
         worker.run("start") {
             Language.speaking(language) { () -> DeviceWorker.Completion in
-                guard slot.isWanted(id) else { return .superseded(id: id, source: source) }
+                guard slot.isWanted(id) else { return .superseded(id: id, kind: kind) }
                 // One opened for a start since replaced, not yet taken in: closed first.
                 if let before = slot.takeUnadopted() {
                     before.markEnding(.replaced)
@@ -483,30 +477,30 @@ public final class SessionService: ScheduleHost {
                     slot.opened(hosted)
                     return .started(hosted)
                 } catch {
-                    return .failedToStart(id: id, source: source, message: error.description, device: error.category == .device)
+                    return .failedToStart(id: id, kind: kind, message: error.description, device: error.category == .device)
                 }
             }
         }
         return id
     }
 
-    /// The session playing ends for `source`'s new one: it fades out and is closed on the
-    /// worker; its `ended` event goes out now.
-    private func retire(_ s: HostedSession, for source: SessionSource) {
-        let reason: EndReason = s.source == source ? .replaced : .preempted(by: source.rawValue)
+    /// The session playing ends for a new one of kind `incoming` (which it admits: the
+    /// caller has refused what it does not): it fades out and is closed on the worker; its
+    /// `ended` event goes out now.
+    private func retire(_ s: HostedSession, for incoming: SessionKind) {
+        let rule = s.kind.admits(incoming)
+        let reason = rule.endReason(for: incoming) ?? .replaced     // (never nil: launch refused those)
         s.markEnding(reason)
         var position: Int64?
-        if case .guided(let g, let device) = s.kind {
+        if case .guided(let g, let device) = s.player {
             let at = s.seekTarget.withLock { $0 } ?? g.filePosition
             position = at
-            // A guided meditation that another kind of session takes the device from is
-            // kept, to be resumed where it was.
-            if s.source == .guided, case .preempted = reason, g.position < g.voiceEnd {
+            // Kept, to be resumed where it was, while its voice has something left.
+            if rule == .suspend, g.position < g.voiceEnd {
                 suspended = (g.meditation, at, device)
             }
         }
         active = nil
-        coordinator.release(s.source.audioSource)
         announceEnd(s, reason: reason, position: position)
         close(s, fade: reason == .replaced ? 0.3 : 0.5)
     }
@@ -576,20 +570,19 @@ public final class SessionService: ScheduleHost {
                     announceEnd(h, reason: reason, position: nil)
                     close(h, fade: 0.05)
                 }
-            case .failedToStart(let id, let source, let message, let device):
+            case .failedToStart(let id, let kind, let message, let device):
                 if starting?.id == id { starting = nil }
-                coordinator.release(source.audioSource)
-                let ended = Ended(session: id, source: source, reason: .failed, message: message, code: device ? .device : .failed)
+                let ended = Ended(session: id, source: kind, reason: .failed, message: message, code: device ? .device : .failed)
                 lastEnded = ended
                 events.append(.ended(ended))
                 log.error("session \(id) failed to start: \(message)")
                 scheduler.sessionFailed(id, message)
-            case .superseded(let id, let source):
+            case .superseded(let id, let kind):
                 // Never opened: a later start took its place, or it was stopped.
                 let reason: EndReason = starting.flatMap { $0.id == id ? $0.cancelled : nil } ?? .replaced
                 if starting?.id == id { starting = nil }
                 scheduler.sessionOpened(id)
-                let ended = Ended(session: id, source: source, reason: reason.wireName)
+                let ended = Ended(session: id, source: kind, reason: reason.wireName)
                 lastEnded = ended
                 events.append(.ended(ended))
                 log.info("session \(id) \(reason.name) before it started")
@@ -605,7 +598,6 @@ public final class SessionService: ScheduleHost {
                 if s.engine.state == .failed, reason.wireName != .failed { reason = .failed(tr("the sound device failed", "das Audiogerät ist ausgefallen")) }
                 s.markEnding(reason)
                 active = nil
-                coordinator.release(s.source.audioSource)
                 announceEnd(s, reason: reason, position: s.guided?.filePosition)
                 close(s, fade: 0)
             } else {
@@ -620,11 +612,11 @@ public final class SessionService: ScheduleHost {
     }
 
     private func announceEnd(_ s: HostedSession, reason: EndReason, position: Int64?) {
-        var ended = Ended(session: s.id, source: s.source, reason: reason.wireName, position: position)
-        if case .preempted(let by) = reason { ended.by = SessionSource(rawValue: by) }
+        var ended = Ended(session: s.id, source: s.kind, reason: reason.wireName, position: position)
+        if case .preempted(let by) = reason { ended.by = by }
         if case .failed(let message) = reason { ended.message = message }
         lastEnded = ended
-        if s.source == .timer || s.source == .guided { lastSitEnded = Scheduler.wallClock() }
+        if s.kind.isPractice { lastSitEnded = Scheduler.wallClock() }
         events.append(.ended(ended))
         if case .failed(let message) = reason {
             log.error("session \(s.id) failed: \(message)")
@@ -648,7 +640,6 @@ public final class SessionService: ScheduleHost {
         if let s = active {
             s.markEnding(.stopped)
             active = nil
-            coordinator.release(s.source.audioSource)
             announceEnd(s, reason: .stopped, position: s.guided?.filePosition)
             close(s, fade: 1.0)
         }
@@ -682,7 +673,7 @@ public final class SessionService: ScheduleHost {
             if let st = starting {
                 o.state = .starting
                 o.session = st.id
-                o.source = st.source
+                o.source = st.kind
                 o.meditation = st.meditation
                 o.position = st.seekTarget ?? st.position
                 o.duration = st.duration
@@ -693,7 +684,7 @@ public final class SessionService: ScheduleHost {
         }
         let engine = s.engine
         o.session = s.id
-        o.source = s.source
+        o.source = s.kind
         o.paused = s.paused.load(ordering: .acquiring)
         if let stats = engine.statistics {
             o.underruns = Int(stats.xruns + stats.silenceEvents)

@@ -216,6 +216,21 @@ struct SessionServiceTests {
         service.shutdown()
     }
 
+    @Test("a bell never interrupts: refused (busy) while a timer starts or plays, which plays on")
+    func bellRefused() throws {
+        let (service, home) = try Self.service()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        _ = try service.startTimer(Self.timer)
+        for _ in 0..<2 {       // while it starts, then while it plays
+            #expect { _ = try service.ringBell(sound: "clear-strike", strikes: 1, volume: 1) } throws: { error in
+                (error as? ProtocolError)?.code == .busy
+            }
+            #expect(Self.until(service) { service.status().state == .running })
+        }
+        #expect(service.status().session == 1 && service.status().source == .timer && service.status().lastEnded == nil)
+        service.shutdown()
+    }
+
     @Test("a session stopped while it is still opening never plays on; a device that cannot open ends it with the device's code")
     func stopWhileStarting() throws {
         let (service, home) = try Self.service()

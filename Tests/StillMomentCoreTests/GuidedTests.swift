@@ -1,49 +1,8 @@
 import Foundation
 import Glibc
 import StillMomentAudio
-import Synchronization
 import Testing
 @testable import StillMomentCore
-
-@Suite("The audio-session coordinator")
-struct CoordinatorTests {
-    @Test("a request from another source runs the owner's handler first; only the owner releases")
-    func grants() {
-        let c = AudioSessionCoordinator()
-        let log = Mutex<[String]>([])
-        c.request(.timer) { by in log.withLock { $0.append("timer stopped by \(by)") } }
-        #expect(c.owner == .timer)
-        #expect(c.release(.guided) == false)
-        #expect(c.owner == .timer)
-        c.request(.guided) { by in log.withLock { $0.append("guided paused by \(by)") } }
-        #expect(c.owner == .guided)
-        c.request(.timer) { _ in }
-        #expect(c.owner == .timer)
-        #expect(log.withLock { $0 } == ["timer stopped by guided", "guided paused by timer"])
-        #expect(c.release(.timer))
-        #expect(c.owner == nil)
-    }
-
-    @Test("a handler that releases or requests again does not deadlock")
-    func reentrant() {
-        let c = AudioSessionCoordinator()
-        let log = Mutex<[String]>([])
-        c.request(.timer) { _ in
-            #expect(c.release(.timer))          // releases from inside its handler
-            log.withLock { $0.append("timer released") }
-        }
-        c.request(.guided) { _ in
-            log.withLock { $0.append("guided handler") }
-            c.request(.preview) { _ in log.withLock { $0.append("preview preempted") } }   // requests from inside
-        }
-        #expect(c.owner == .guided)
-        c.request(.timer) { _ in }
-        // The timer's request ran the guided handler; the preview it granted was
-        // preempted in turn; the timer owns the session.
-        #expect(c.owner == .timer)
-        #expect(log.withLock { $0 } == ["timer released", "guided handler", "preview preempted"])
-    }
-}
 
 @Suite("Guided sessions", .serialized)
 struct GuidedTests {
@@ -151,29 +110,32 @@ struct GuidedTests {
             Issue.record("not imported"); return
         }
         let catalog = try SoundCatalog.load(folder: Self.sounds)
-        let coordinator = AudioSessionCoordinator()
         let config = try TimerConfiguration(settings: Settings(), options: ["duration": "5m"], catalog: catalog)
         let timer = try TimerSession(configuration: config, catalog: catalog,
                                      output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)))
-        coordinator.request(.timer) { _ in timer.stop(fade: 0.01) }
         try timer.start()
         let guided = try GuidedSession(meditation: m, store: store, catalog: catalog,
                                        output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)))
-        coordinator.request(.guided) { _ in guided.pause() }
+        // What the one rule says the session playing does, done to it.
+        func give(_ playing: any Session, to incoming: SessionKind) {
+            switch playing.kind.admits(incoming) {
+            case .replace, .stop: playing.stop(fade: 0.01)
+            case .suspend: playing.pause()
+            case .refuse: break
+            }
+        }
+        give(timer, to: guided.kind)
         #expect(timer.engine.state == .stopped)
-        #expect(coordinator.owner == .guided)
         try guided.start()
         while guided.position < 11025 { usleep(100) }
         let t2 = try TimerSession(configuration: config, catalog: catalog,
                                   output: .device(DeviceConfiguration(name: "null", ringFrames: 4096)))
-        coordinator.request(.timer) { _ in t2.stop(fade: 0.01) }
+        give(guided, to: t2.kind)
         #expect(guided.isPaused)
         let kept = guided.position
         usleep(20_000)
         #expect(guided.position == kept)
-        #expect(coordinator.owner == .timer)
         t2.engine.stop()
-        #expect(coordinator.release(.timer))
         guided.resume()
         #expect(guided.engine.waitUntilDone(timeout: 10) == .finished)
         guided.engine.stop()

@@ -126,7 +126,7 @@ public enum PracticeExport {
         guard StoredName.isUUID(Substring(id)) else {
             throw fail("id '\(Display.clean(id))' is not a UUID", "id '\(Display.clean(id))' ist keine UUID")
         }
-        guard let kind = SessionKind(rawValue: try need("kind")), kind == .timer || kind == .guided else {
+        guard let kind = SessionKind(rawValue: try need("kind")), kind.isPractice else {
             throw fail("kind must be timer or guided", "kind muss timer oder guided sein")
         }
         let startText = try need("start")

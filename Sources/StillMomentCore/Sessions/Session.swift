@@ -3,12 +3,6 @@
 import FoundationEssentials
 import StillMomentAudio
 
-public enum SessionKind: String, Codable, Sendable, CaseIterable {
-    case timer, guided, preview
-    /// A bell only (scheduled): not practice.
-    case bell
-}
-
 /// Why a session ended.
 public enum EndReason: Sendable, Equatable, Codable {
     /// It played to its end.
@@ -19,8 +13,9 @@ public enum EndReason: Sendable, Equatable, Codable {
     case stopped
     /// A new session of the same kind took its place.
     case replaced
-    /// Another source took the device (a timer over a guided meditation, …).
-    case preempted(by: String)
+    /// Another kind of session took the device (a timer over a guided meditation, …;
+    /// `SessionKind.admits(_:)`).
+    case preempted(by: SessionKind)
     /// The device or a file failed.
     case failed(String)
 

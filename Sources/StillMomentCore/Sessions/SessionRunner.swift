@@ -57,7 +57,7 @@ public final class SessionRunner: Sendable {
         self.onEnd = onEnd
         self.preset = preset
         self.scheduled = scheduled
-        self.log = rendered || session.kind == .preview || session.kind == .bell ? nil : log
+        self.log = rendered || !session.kind.isPractice ? nil : log
         id = UUID().uuidString.lowercased()
         startedAt = Date()
         try session.start()
