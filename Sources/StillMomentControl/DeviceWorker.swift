@@ -12,7 +12,7 @@ final class DeviceWorker: Sendable {
     /// What finished on the worker, for the service to take in on its own thread.
     enum Completion: Sendable {
         case started(HostedSession)
-        case failedToStart(id: Int, kind: SessionKind, message: String, device: Bool)
+        case failedToStart(id: Int, kind: SessionKind, message: LocalizedText, device: Bool)
         /// A start that a later start or a stop made moot before it opened the device.
         case superseded(id: Int, kind: SessionKind)
         case closed(HostedSession, SessionRecordSummary)

@@ -27,14 +27,14 @@ public struct Ended: Codable, Sendable, Equatable {
     /// The source that took the device (`preempted`).
     public var by: SessionSource?
     /// What failed (`failed`), in the daemon's words.
-    public var message: String?
+    public var message: LocalizedText?
     /// Whether a failure was the sound device's (the CLI exits 3 for it).
     public var code: ErrorCode?
     /// A guided meditation's file position (ms).
     public var position: Int64?
 
     public init(session: Int, source: SessionSource, reason: EndReasonName, by: SessionSource? = nil,
-                message: String? = nil, code: ErrorCode? = nil, position: Int64? = nil) {
+                message: LocalizedText? = nil, code: ErrorCode? = nil, position: Int64? = nil) {
         self.session = session
         self.source = source
         self.reason = reason

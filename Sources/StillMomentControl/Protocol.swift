@@ -44,25 +44,32 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case busy = "busy"
 }
 
-/// Why a message was refused; `code` is stable for scripts, `message` is for people.
+/// Why a message was refused; `code` is stable for scripts, the words are for people and
+/// are put into a language only when the answer is written (the client's).
 public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     public typealias Code = ErrorCode
     public let code: Code
-    public let message: String
+    public let words: LocalizedText
     /// The request's id, when it could be read (so the answer can carry it).
     public let id: Int?
 
-    public init(_ code: Code, _ message: String, id: Int? = nil) {
+    public init(_ code: Code, _ words: LocalizedText, id: Int? = nil) {
         self.code = code
-        self.message = message
+        self.words = words
         self.id = id
     }
 
+    /// The same error, answering the request `id`.
+    public func answering(_ id: Int) -> ProtocolError { ProtocolError(code, words, id: id) }
+
+    /// The message in this process's language (a client showing it to its user).
+    public var message: String { words.text() }
+
     public var description: String { "\(code.rawValue): \(message)" }
 
-    /// The error answer to send back.
-    public var answer: JSON {
-        var o: [String: JSON] = ["error": .object(["code": .string(code.rawValue), "message": .string(message)])]
+    /// The error answer to send back, in the client's language.
+    public func answer(_ language: Language) -> JSON {
+        var o: [String: JSON] = ["error": .object(["code": .string(code.rawValue), "message": .string(words.text(language))])]
         if let id { o["id"] = .number(Double(id)) }
         return .object(o)
     }
@@ -88,23 +95,23 @@ public enum ClientMessage: Sendable, Equatable {
     /// `version`, the version it agreed (from 3 on, a key the message does not take is refused).
     public static func decode(_ line: some Collection<UInt8>, helloDone: Bool, version: Int = ControlProtocol.version) throws(ProtocolError) -> ClientMessage {
         guard line.count <= ControlProtocol.maxMessageBytes else {
-            throw ProtocolError(.tooLong, tr("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes"))
+            throw ProtocolError(.tooLong, both("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes"))
         }
         let value: JSON
         do throws(JSONParseError) {
             // One linear pass, nesting at most 32 deep (a deep line once held the loop for 37 s).
             value = try JSONParser.parse(line)
         } catch {
-            if error.reason.hasPrefix("nested deeper") { throw ProtocolError(.badRequest, tr("a message may nest at most \(JSONParser.maxDepth) deep", "eine Nachricht darf höchstens \(JSONParser.maxDepth) Ebenen tief sein")) }
-            throw ProtocolError(.malformed, tr("not a JSON object on one line (\(error.description))", "kein JSON-Objekt auf einer Zeile (\(error.description))"))
+            if error.reason.hasPrefix("nested deeper") { throw ProtocolError(.badRequest, both("a message may nest at most \(JSONParser.maxDepth) deep", "eine Nachricht darf höchstens \(JSONParser.maxDepth) Ebenen tief sein")) }
+            throw ProtocolError(.malformed, both("not a JSON object on one line (\(error.description))", "kein JSON-Objekt auf einer Zeile (\(error.description))"))
         }
-        guard case .object(let o) = value else { throw ProtocolError(.malformed, tr("a message is a JSON object", "eine Nachricht ist ein JSON-Objekt")) }
+        guard case .object(let o) = value else { throw ProtocolError(.malformed, both("a message is a JSON object", "eine Nachricht ist ein JSON-Objekt")) }
         if let hello = o["hello"] {
             guard case .object(let h) = hello, let v = h["version"]?.number else {
-                throw ProtocolError(.badRequest, tr("hello needs a version", "das Hallo braucht eine Version"))
+                throw ProtocolError(.badRequest, both("hello needs a version", "das Hallo braucht eine Version"))
             }
             guard v.isFinite, v == v.rounded(), v >= Double(ControlProtocol.oldestVersion), v <= 1_000_000 else {
-                throw ProtocolError(.badVersion, tr("this daemon speaks versions \(ControlProtocol.oldestVersion) to \(ControlProtocol.version) of the protocol, not \(v)",
+                throw ProtocolError(.badVersion, both("this daemon speaks versions \(ControlProtocol.oldestVersion) to \(ControlProtocol.version) of the protocol, not \(v)",
                                                     "dieser Daemon spricht die Protokollversionen \(ControlProtocol.oldestVersion) bis \(ControlProtocol.version), nicht \(v)"))
             }
             if v >= 3 {
@@ -114,22 +121,22 @@ public enum ClientMessage: Sendable, Equatable {
             return .hello(version: Int(min(v, Double(ControlProtocol.version))), client: h["client"]?.string ?? "",
                           language: h["language"]?.string == "de" ? .de : h["language"]?.string == "en" ? .en : nil)
         }
-        guard helloDone else { throw ProtocolError(.notHello, tr("say hello first: {\"hello\":{\"version\":\(ControlProtocol.version)}}", "zuerst das Hallo: {\"hello\":{\"version\":\(ControlProtocol.version)}}")) }
+        guard helloDone else { throw ProtocolError(.notHello, both("say hello first: {\"hello\":{\"version\":\(ControlProtocol.version)}}", "zuerst das Hallo: {\"hello\":{\"version\":\(ControlProtocol.version)}}")) }
         guard let idValue = o["id"]?.number, idValue == idValue.rounded(), abs(idValue) < 1e15 else {
-            throw ProtocolError(.badRequest, tr("a request needs an integer id", "eine Anfrage braucht eine ganzzahlige id"))
+            throw ProtocolError(.badRequest, both("a request needs an integer id", "eine Anfrage braucht eine ganzzahlige id"))
         }
         let id = Int(idValue)
-        guard let name = o["command"]?.string else { throw ProtocolError(.badRequest, tr("a request needs a command", "eine Anfrage braucht ein command"), id: id) }
+        guard let name = o["command"]?.string else { throw ProtocolError(.badRequest, both("a request needs a command", "eine Anfrage braucht ein command"), id: id) }
         guard let command = ControlCommand(rawValue: name) else {
             let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
-            throw ProtocolError(.unknownCommand, tr("unknown command '\(Display.clean(String(name.prefix(64))))'; the commands are: \(known)", "unbekannter Befehl '\(Display.clean(String(name.prefix(64))))'; die Befehle sind: \(known)"), id: id)
+            throw ProtocolError(.unknownCommand, both("unknown command '\(Display.clean(String(name.prefix(64))))'; the commands are: \(known)", "unbekannter Befehl '\(Display.clean(String(name.prefix(64))))'; die Befehle sind: \(known)"), id: id)
         }
         if version >= 3 { try only(["id", "command", "args"], in: o, id: id) }
         var args: [String: JSON] = [:]
         switch o["args"] {
         case nil, .null?: break
         case .object(let a)?: args = a
-        default: throw ProtocolError(.badArguments, tr("args must be an object", "args muss ein Objekt sein"), id: id)
+        default: throw ProtocolError(.badArguments, both("args must be an object", "args muss ein Objekt sein"), id: id)
         }
         return .request(id: id, command: command, args: args)
     }
@@ -139,7 +146,7 @@ public enum ClientMessage: Sendable, Equatable {
         guard let extra = object.keys.filter({ !keys.contains($0) }).sorted().first else { return }
         let name = Display.clean(String(extra.prefix(40)))
         let known = keys.sorted().joined(separator: ", ")
-        throw ProtocolError(.badRequest, tr("unknown key '\(name)' in the message; it takes: \(known)",
+        throw ProtocolError(.badRequest, both("unknown key '\(name)' in the message; it takes: \(known)",
                                             "unbekannter Schlüssel '\(name)' in der Nachricht; sie nimmt: \(known)"), id: id)
     }
 }

@@ -64,7 +64,7 @@ public enum Request: Sendable, Equatable {
         case .ringNow:
             let w = try Wire.decode(RingNowArguments.self, command, args)
             guard let id = w.id else {
-                throw ProtocolError(.badArguments, tr("ring-now needs {\"id\": N}", "ring-now braucht {\"id\": N}"))
+                throw ProtocolError(.badArguments, both("ring-now needs {\"id\": N}", "ring-now braucht {\"id\": N}"))
             }
             self = .ringNow(id: try Wire.integer(id, "id", limit: 1e15))
         case .subscribe:
@@ -99,17 +99,17 @@ enum Wire {
             let name = Display.clean(String(unknown.prefix(40)))
             let takes = known.joined(separator: ", ")
             return ProtocolError(.badArguments, known.isEmpty
-                ? tr("\(command.rawValue) takes no arguments, not '\(name)'", "\(command.rawValue) nimmt keine Argumente, nicht '\(name)'")
-                : tr("unknown argument '\(name)' for \(command.rawValue); it takes: \(takes)",
+                ? both("\(command.rawValue) takes no arguments, not '\(name)'", "\(command.rawValue) nimmt keine Argumente, nicht '\(name)'")
+                : both("unknown argument '\(name)' for \(command.rawValue); it takes: \(takes)",
                      "unbekanntes Argument '\(name)' für \(command.rawValue); es nimmt: \(takes)"))
         case .wrongType(let expected):
-            return ProtocolError(.badArguments, tr("\(key) must be \(expected.en)", "\(key) muss \(expected.de) sein"))
+            return ProtocolError(.badArguments, both("\(key) must be \(expected.en)", "\(key) muss \(expected.de) sein"))
         case .missing:
-            return ProtocolError(.badArguments, tr("\(key) is missing", "\(key) fehlt"))
+            return ProtocolError(.badArguments, both("\(key) is missing", "\(key) fehlt"))
         case .outOfRange:
-            return ProtocolError(.badArguments, tr("\(key) is out of range", "\(key) liegt außerhalb des Bereichs"))
+            return ProtocolError(.badArguments, both("\(key) is out of range", "\(key) liegt außerhalb des Bereichs"))
         case .refused(let why):
-            return ProtocolError(.badArguments, "\(key): \(Display.clean(String(why.prefix(200))))")
+            return ProtocolError(.badArguments, .same("\(key): \(Display.clean(String(why.prefix(200))))"))
         }
     }
 
@@ -117,7 +117,7 @@ enum Wire {
     static func text(_ s: String?, _ key: String, limit: Int = 4096) throws(ProtocolError) -> String? {
         guard let s else { return nil }
         guard s.utf8.count <= limit else {
-            throw ProtocolError(.badArguments, tr("\(key) must be a text of at most \(limit) bytes", "\(key) muss ein Text von höchstens \(limit) Bytes sein"))
+            throw ProtocolError(.badArguments, both("\(key) must be a text of at most \(limit) bytes", "\(key) muss ein Text von höchstens \(limit) Bytes sein"))
         }
         return s
     }
@@ -125,7 +125,7 @@ enum Wire {
     /// A whole number within ±`limit`, checked before it becomes an integer.
     static func integer(_ n: Double, _ key: String, limit: Double) throws(ProtocolError) -> Int64 {
         guard n.isFinite, n == n.rounded(), abs(n) <= limit else {
-            throw ProtocolError(.badArguments, tr("\(key) must be a whole number within ±\(Int64(limit))",
+            throw ProtocolError(.badArguments, both("\(key) must be a whole number within ±\(Int64(limit))",
                                                   "\(key) muss eine ganze Zahl innerhalb von ±\(Int64(limit)) sein"))
         }
         return Int64(n)
@@ -135,7 +135,7 @@ enum Wire {
     static func milliseconds(_ n: Double?, _ key: String) throws(ProtocolError) -> Int64? {
         guard let n else { return nil }
         guard n.isFinite, abs(n) <= 86_400_000 else {
-            throw ProtocolError(.badArguments, tr("\(key) must be a number of milliseconds within ±86400000",
+            throw ProtocolError(.badArguments, both("\(key) must be a number of milliseconds within ±86400000",
                                                   "\(key) muss eine Zahl von Millisekunden innerhalb von ±86400000 sein"))
         }
         return Int64(n)
@@ -167,13 +167,13 @@ public struct TimerStartRequest: Sendable, Equatable {
         case .object(let o)?:
             for (k, v) in o {
                 guard let text = v.string else {
-                    throw ProtocolError(.badArguments, tr("option \(Display.clean(String(k.prefix(40)))) must be a text (\"20m\")",
+                    throw ProtocolError(.badArguments, both("option \(Display.clean(String(k.prefix(40)))) must be a text (\"20m\")",
                                                           "die Option \(Display.clean(String(k.prefix(40)))) muss ein Text sein (\"20m\")"))
                 }
                 options[k] = text
             }
         default:
-            throw ProtocolError(.badArguments, tr("options must be an object of texts", "options muss ein Objekt aus Texten sein"))
+            throw ProtocolError(.badArguments, both("options must be an object of texts", "options muss ein Objekt aus Texten sein"))
         }
     }
 
@@ -224,7 +224,7 @@ public struct PlayRequest: Sendable, Equatable {
     public init(args: [String: JSON]) throws(ProtocolError) {
         let w = try Wire.decode(Arguments.self, .play, args)
         guard let id = try Wire.text(w.id, "id", limit: 1024) else {
-            throw ProtocolError(.badArguments, tr("play needs {\"id\": \"UUID or name\"}", "play braucht {\"id\": \"UUID oder Name\"}"))
+            throw ProtocolError(.badArguments, both("play needs {\"id\": \"UUID or name\"}", "play braucht {\"id\": \"UUID oder Name\"}"))
         }
         self.id = id
         from = try Wire.milliseconds(w.from, "from")
@@ -237,7 +237,7 @@ public struct PlayRequest: Sendable, Equatable {
             device = nil
         }
         guard (from ?? 0) >= 0, (preparation ?? 0) >= 0 else {
-            throw ProtocolError(.badArguments, tr("from and preparation cannot be negative", "from und preparation können nicht negativ sein"))
+            throw ProtocolError(.badArguments, both("from and preparation cannot be negative", "from und preparation können nicht negativ sein"))
         }
     }
 
@@ -293,11 +293,11 @@ public struct SeekRequest: Sendable, Equatable {
         case (let b?, nil): target = .by(b)
         case (nil, let t?) where t >= 0: target = .to(t)
         default:
-            throw ProtocolError(.badArguments, tr("seek needs {\"by\": milliseconds} or {\"to\": milliseconds}",
+            throw ProtocolError(.badArguments, both("seek needs {\"by\": milliseconds} or {\"to\": milliseconds}",
                                                   "seek braucht {\"by\": Millisekunden} oder {\"to\": Millisekunden}"))
         }
         guard at.map({ $0 >= 0 }) ?? true else {
-            throw ProtocolError(.badArguments, tr("at must be a time on the monotonic clock in µs, not negative",
+            throw ProtocolError(.badArguments, both("at must be a time on the monotonic clock in µs, not negative",
                                                   "at muss eine Zeit der monotonen Uhr in µs sein, nicht negativ"))
         }
         self.at = at

@@ -5,10 +5,6 @@ import StillMomentCore
 
 extension SessionService {
     /// `receivedAt`: when the request was read from its client (MonotonicClock ns), if known.
-    func answer(_ request: Request, receivedAt: UInt64? = nil) throws(ProtocolError) -> JSON {
-        JSON(encoding: try call(request, receivedAt: receivedAt))
-    }
-
     func call(_ request: Request, receivedAt: UInt64? = nil) throws(ProtocolError) -> Status {
         switch request {
         case .status, .subscribe:      // a subscription is the connection's; its answer the status

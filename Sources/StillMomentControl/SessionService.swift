@@ -14,9 +14,9 @@ extension ProtocolError {
     /// A core error as the daemon's answer: the device, the disk or catalog, or bad input.
     init(_ error: CoreError) {
         switch error.category {
-        case .device: self.init(.device, error.description)
-        case .failure: self.init(.failed, error.description)     // the disk, the catalog, a damaged file: not the request
-        case .badInput: self.init(.badArguments, error.description)
+        case .device: self.init(.device, error.words)
+        case .failure: self.init(.failed, error.words)     // the disk, the catalog, a damaged file: not the request
+        case .badInput: self.init(.badArguments, error.words)
         }
     }
 }
@@ -155,10 +155,10 @@ public final class SessionService: ScheduleHost {
                 return status()
             }
             if let pending = suspended {
-                throw ProtocolError(.badArguments, tr("a \(s.kind.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)",
+                throw ProtocolError(.badArguments, both("a \(s.kind.rawValue) is playing; stop it first, then `resume` continues \(pending.meditation.name)",
                                                       "es spielt: \(s.kind.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
             }
-            throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
+            throw ProtocolError(.noSession, both("nothing is paused", "nichts ist pausiert"))
         }
         if let st = starting, st.cancelled == nil {
             if st.paused {
@@ -167,12 +167,12 @@ public final class SessionService: ScheduleHost {
                 return status()
             }
             if let pending = suspended {
-                throw ProtocolError(.badArguments, tr("a \(st.kind.rawValue) is starting; stop it first, then `resume` continues \(pending.meditation.name)",
+                throw ProtocolError(.badArguments, both("a \(st.kind.rawValue) is starting; stop it first, then `resume` continues \(pending.meditation.name)",
                                                       "es startet: \(st.kind.rawValue); beende das zuerst, dann setzt `resume` \(pending.meditation.name) fort"))
             }
-            throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert"))
+            throw ProtocolError(.noSession, both("nothing is paused", "nichts ist pausiert"))
         }
-        guard let pending = suspended else { throw ProtocolError(.noSession, tr("nothing is paused", "nichts ist pausiert")) }
+        guard let pending = suspended else { throw ProtocolError(.noSession, both("nothing is paused", "nichts ist pausiert")) }
         let from = max(0, pending.position - (pending.meditation.trimStart ?? 0))
         return try startGuided(meditation: pending.meditation, from: from, preparation: 0, device: pending.device, preview: false)
     }
@@ -198,7 +198,7 @@ public final class SessionService: ScheduleHost {
         defer { reap() }
         let s = try playing()
         guard case .timer(let t) = s.player else {
-            throw ProtocolError(.badArguments, tr("finish ends a timer; a guided meditation is stopped with `stillmoment stop`",
+            throw ProtocolError(.badArguments, both("finish ends a timer; a guided meditation is stopped with `stillmoment stop`",
                                                   "finish beendet einen Timer; eine geführte Meditation endet mit `stillmoment stop`"))
         }
         s.markEnding(.finished)
@@ -231,7 +231,7 @@ public final class SessionService: ScheduleHost {
         }
         let s = try playing()
         guard let g = s.guided else {
-            throw ProtocolError(.badArguments, tr("a timer keeps its time; seek works on guided meditations",
+            throw ProtocolError(.badArguments, both("a timer keeps its time; seek works on guided meditations",
                                                   "ein Timer hält seine Zeit; seek gilt für geführte Meditationen"))
         }
         // The target is decided now, in the file's time, from where it plays (or where
@@ -281,11 +281,11 @@ public final class SessionService: ScheduleHost {
         let entry: ScheduleEntry
         do { entry = try ScheduleStore(store: store).require(String(id)) } catch { throw ProtocolError(error) }
         if let problem = entry.problem {
-            throw ProtocolError(.failed, tr("entry \(entry.id) cannot ring: \(problem.text(.en))", "Eintrag \(entry.id) kann nicht läuten: \(problem.text(.de))"))
+            throw ProtocolError(.failed, both("entry \(entry.id) cannot ring: \(problem.text(.en))", "Eintrag \(entry.id) kann nicht läuten: \(problem.text(.de))"))
         }
         scheduler.run(entry, at: Int64(Scheduler.wallClock()), host: self, now: Scheduler.wallClock(), manual: true)
         if let last = scheduler.lastRecorded, last.entry == entry.id, last.outcome == .failed || last.outcome == .skipped {
-            throw ProtocolError(.failed, tr("entry \(entry.id) \(last.outcome.rawValue): \(last.detail ?? "")", "Eintrag \(entry.id) \(last.outcome == .failed ? "fehlgeschlagen" : "ausgelassen"): \(last.detail ?? "")"))
+            throw ProtocolError(.failed, both("entry \(entry.id) \(last.outcome.rawValue): \(last.detail ?? "")", "Eintrag \(entry.id) \(last.outcome == .failed ? "fehlgeschlagen" : "ausgelassen"): \(last.detail ?? "")"))
         }
         return status()
     }
@@ -340,7 +340,7 @@ public final class SessionService: ScheduleHost {
             catalog = try SoundCatalog.withCustomSounds(store: store)
             if let ref {
                 guard let id = ref.id, let found = try PresetStore(store: store).find(id: id) else {
-                    throw CoreError.badRequest(ScheduleProblem.presetGone(ref.name).text())
+                    throw CoreError.badRequest(ScheduleProblem.presetGone(ref.name).words)
                 }
                 preset = found
             }
@@ -357,7 +357,7 @@ public final class SessionService: ScheduleHost {
         let device: DeviceName
         do throws(CoreError) {
             guard let id = ref.id, let found = try store.all().first(where: { $0.id == id }) else {
-                throw CoreError.badRequest(ScheduleProblem.meditationGone(ref.name).text())
+                throw CoreError.badRequest(ScheduleProblem.meditationGone(ref.name).words)
             }
             m = found
             device = try DeviceName.setting(try Settings.load())
@@ -447,7 +447,7 @@ public final class SessionService: ScheduleHost {
         reap()               // a session that just ended is over, not replaced or preempted
         let current = [active?.kind, starting.flatMap { $0.cancelled == nil ? $0.kind : nil }].compactMap { $0 }
         if let playing = current.first(where: { $0.admits(kind) == .refuse }) {
-            throw ProtocolError(.busy, tr("a \(playing.rawValue) is playing; a \(kind.rawValue) never interrupts it",
+            throw ProtocolError(.busy, both("a \(playing.rawValue) is playing; a \(kind.rawValue) never interrupts it",
                                           "es spielt: \(playing.rawValue); \(kind.rawValue) unterbricht das nie"))
         }
         let id = nextID
@@ -461,24 +461,22 @@ public final class SessionService: ScheduleHost {
                             position: meditation.map { _ in from }, duration: meditation?.durationMilliseconds,
                             range: meditation.map { m in (m.trimStart ?? 0)...max(m.trimStart ?? 0, m.trimEnd ?? m.durationMilliseconds) })
         slot.want(id)
-        let language = Language.current
         let slot = self.slot
-        worker.run("start") {
-            Language.speaking(language) { () -> DeviceWorker.Completion in
-                guard slot.isWanted(id) else { return .superseded(id: id, kind: kind) }
-                // One opened for a start since replaced, not yet taken in: closed first.
-                if let before = slot.takeUnadopted() {
-                    before.markEnding(.replaced)
-                    if !before.engineDone { before.session.stop(fade: 0.05) }
-                    _ = before.runner.finish()
-                }
-                do throws(CoreError) {
-                    let hosted = try make(id)
-                    slot.opened(hosted)
-                    return .started(hosted)
-                } catch {
-                    return .failedToStart(id: id, kind: kind, message: error.description, device: error.category == .device)
-                }
+        worker.run("start") { () -> DeviceWorker.Completion in
+            guard slot.isWanted(id) else { return .superseded(id: id, kind: kind) }
+            // One opened for a start since replaced, not yet taken in: closed first.
+            if let before = slot.takeUnadopted() {
+                before.markEnding(.replaced)
+                if !before.engineDone { before.session.stop(fade: 0.05) }
+                _ = before.runner.finish()
+            }
+            do throws(CoreError) {
+                let hosted = try make(id)
+                slot.opened(hosted)
+                return .started(hosted)
+            } catch {
+                // In both languages: each client reads it in its own.
+                return .failedToStart(id: id, kind: kind, message: error.words, device: error.category == .device)
             }
         }
         return id
@@ -531,11 +529,11 @@ public final class SessionService: ScheduleHost {
     private func playing() throws(ProtocolError) -> HostedSession {
         if let s = active { return s }
         if starting != nil { throw Self.stillStarting }
-        throw ProtocolError(.noSession, tr("nothing is playing", "nichts spielt"))
+        throw ProtocolError(.noSession, both("nothing is playing", "nichts spielt"))
     }
 
     private static var stillStarting: ProtocolError {
-        ProtocolError(.busy, tr("the session is starting (the one before fades out); try again in a moment",
+        ProtocolError(.busy, both("the session is starting (the one before fades out); try again in a moment",
                                 "die Sitzung startet gerade (die vorige klingt aus); versuche es gleich noch einmal"))
     }
 
@@ -575,8 +573,8 @@ public final class SessionService: ScheduleHost {
                 let ended = Ended(session: id, source: kind, reason: .failed, message: message, code: device ? .device : .failed)
                 lastEnded = ended
                 events.append(.ended(ended))
-                log.error("session \(id) failed to start: \(message)")
-                scheduler.sessionFailed(id, message)
+                log.error("session \(id) failed to start: \(message.en)")
+                scheduler.sessionFailed(id, message.en)
             case .superseded(let id, let kind):
                 // Never opened: a later start took its place, or it was stopped.
                 let reason: EndReason = starting.flatMap { $0.id == id ? $0.cancelled : nil } ?? .replaced
@@ -614,7 +612,7 @@ public final class SessionService: ScheduleHost {
     private func announceEnd(_ s: HostedSession, reason: EndReason, position: Int64?) {
         var ended = Ended(session: s.id, source: s.kind, reason: reason.wireName, position: position)
         if case .preempted(let by) = reason { ended.by = by }
-        if case .failed(let message) = reason { ended.message = message }
+        if case .failed(let message) = reason { ended.message = .same(message) }
         lastEnded = ended
         if s.kind.isPractice { lastSitEnded = Scheduler.wallClock() }
         events.append(.ended(ended))

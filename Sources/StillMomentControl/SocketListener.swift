@@ -16,6 +16,8 @@ final class SocketListener {
         let connectedAt: Double
         var framer = LineFramer()
         var helloDone = false
+        /// The language its answers are worded in: the one its hello named, else the daemon's.
+        var speaks: Language { language ?? Language.current }
         /// The protocol version the hello agreed.
         var version = ControlProtocol.version
         var subscribed = false
@@ -117,11 +119,11 @@ final class SocketListener {
     func enforcePolicy() {
         let t = now()
         for c in clients where c.helloDone && !c.subscribed && !c.drop && !c.closeWhenFlushed && t - c.lastActive > options.idleTimeout {
-            send(c, ProtocolError(.busy, Language.speaking(c.language) { tr("closed: idle for \(Int(options.idleTimeout)) s", "geschlossen: \(Int(options.idleTimeout)) s untätig") }).answer)
+            send(c, ProtocolError(.busy, both("closed: idle for \(Int(options.idleTimeout)) s", "geschlossen: \(Int(options.idleTimeout)) s untätig")).answer(c.speaks))
             c.closeWhenFlushed = true
         }
         for c in clients where !c.helloDone && !c.drop && !c.closeWhenFlushed && t - c.connectedAt > options.helloTimeout {
-            send(c, ProtocolError(.notHello, tr("no hello within \(Daemon.seconds(options.helloTimeout)) s; closing", "kein Hallo binnen \(Daemon.seconds(options.helloTimeout)) s; die Verbindung wird geschlossen")).answer)
+            send(c, ProtocolError(.notHello, both("no hello within \(Daemon.seconds(options.helloTimeout)) s; closing", "kein Hallo binnen \(Daemon.seconds(options.helloTimeout)) s; die Verbindung wird geschlossen")).answer(c.speaks))
             c.closeWhenFlushed = true
         }
         reapClients()
@@ -146,7 +148,7 @@ final class SocketListener {
             if sm_peer_credentials(fd, &uid, &pid) != 0 || sm_peer_gid(fd, &gid) != 0
                 || !ControlPaths.mayControl(uid: uid, gid: gid, group: group) {
                 log.warning("refused a connection from uid \(uid) (pid \(pid)): not our user\(group == nil ? "" : " nor in the control group")")
-                refuse(fd, ProtocolError(.forbidden, tr("this daemon serves only its own user (uid \(geteuid()))", "dieser Daemon bedient nur seinen eigenen Benutzer (uid \(geteuid()))")))
+                refuse(fd, ProtocolError(.forbidden, both("this daemon serves only its own user (uid \(geteuid()))", "dieser Daemon bedient nur seinen eigenen Benutzer (uid \(geteuid()))")))
                 continue
             }
             // Full: room is made by closing the connection silent longest (the policy above).
@@ -157,7 +159,7 @@ final class SocketListener {
                     ?? silent.min { $0.lastActive < $1.lastActive }
                 if let idlest {
                     log.notice("full: closing the connection of pid \(idlest.pid), idle \(Int(t - idlest.lastActive)) s")
-                    send(idlest, ProtocolError(.busy, Language.speaking(idlest.language) { tr("closed: idle while the daemon was full", "geschlossen: untätig, während der Daemon voll war") }).answer)
+                    send(idlest, ProtocolError(.busy, both("closed: idle while the daemon was full", "geschlossen: untätig, während der Daemon voll war")).answer(idlest.speaks))
                     flush(idlest)
                     idlest.drop = true
                     reapClients()
@@ -165,7 +167,7 @@ final class SocketListener {
             }
             if clients.count >= options.maxClients {
                 log.warning("refused a connection from pid \(pid): \(clients.count) clients already")
-                refuse(fd, ProtocolError(.busy, tr("too many clients (\(options.maxClients)); try again later", "zu viele Verbindungen (\(options.maxClients)); versuche es später noch einmal")))
+                refuse(fd, ProtocolError(.busy, both("too many clients (\(options.maxClients)); try again later", "zu viele Verbindungen (\(options.maxClients)); versuche es später noch einmal")))
                 continue
             }
             clients.append(Client(fd: fd, pid: pid, connectedAt: now()))
@@ -174,7 +176,7 @@ final class SocketListener {
 
     /// Says why (best effort, never blocking) and closes.
     private func refuse(_ fd: Int32, _ error: ProtocolError) {
-        let line = Array((error.answer.line + "\n").utf8)
+        let line = Array((error.answer(.current).line + "\n").utf8)
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         close(fd)
     }
@@ -198,7 +200,7 @@ final class SocketListener {
             if c.drop || c.closeWhenFlushed { break }
             switch item {
             case .tooLong:
-                send(c, ProtocolError(.tooLong, Language.speaking(c.language) { tr("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes") }).answer)
+                send(c, ProtocolError(.tooLong, both("a message is limited to \(ControlProtocol.maxMessageBytes) bytes", "eine Nachricht hat höchstens \(ControlProtocol.maxMessageBytes) Bytes")).answer(c.speaks))
             case .line(let line):
                 if line.isEmpty { continue }
                 c.lastActive = now()
@@ -210,11 +212,9 @@ final class SocketListener {
     private func handle(_ line: [UInt8], from c: Client, arrived: UInt64) {
         let message: ClientMessage
         do {
-            message = try Language.speaking(c.language) { () throws(ProtocolError) -> ClientMessage in
-                try ClientMessage.decode(line, helloDone: c.helloDone, version: c.version)
-            }
+            message = try ClientMessage.decode(line, helloDone: c.helloDone, version: c.version)
         } catch {
-            send(c, error.answer)
+            send(c, error.answer(c.speaks))
             if error.code == .badVersion { c.closeWhenFlushed = true }
             return
         }
@@ -229,24 +229,23 @@ final class SocketListener {
             ])]))
         case .request(let id, let command, let args):
             // Subscriptions belong to the connection; everything else to the session host.
-            // The answer, its errors included, in the language of the client's user.
-            Language.speaking(c.language) {
-                do throws(ProtocolError) {
-                    let request = try Request(command, args: args)
-                    let result = try host.answer(request, receivedAt: arrived)
-                    switch request {
-                    case .subscribe(let progress):
-                        c.subscribed = true
-                        c.progress = progress
-                    case .unsubscribe:
-                        c.subscribed = false
-                        c.progress = false
-                    default: break
-                    }
-                    send(c, .object(["id": .number(Double(id)), "result": result]))
-                } catch {
-                    send(c, ProtocolError(error.code, error.message, id: id).answer)
+            // The answer, its errors included, is worded in the language of the client's
+            // user only here, as it is written.
+            do throws(ProtocolError) {
+                let request = try Request(command, args: args)
+                let result = try host.call(request, receivedAt: arrived)
+                switch request {
+                case .subscribe(let progress):
+                    c.subscribed = true
+                    c.progress = progress
+                case .unsubscribe:
+                    c.subscribed = false
+                    c.progress = false
+                default: break
                 }
+                send(c, .object(["id": .number(Double(id)), "result": JSON(encoding: result, in: c.speaks)]))
+            } catch {
+                send(c, error.answering(id).answer(c.speaks))
             }
         }
         // The changes this request made reach subscribers now, after its answer and
@@ -261,9 +260,14 @@ final class SocketListener {
         for e in events {
             let progress = if case .progress = e { true } else { false }
             let to = clients.filter { $0.subscribed && (!progress || $0.progress) }
-            guard !to.isEmpty else { continue }
-            let line = JSONWriter.bytes(JSON(encoding: e))     // written once for every subscriber
-            for c in to { send(c, line: line) }
+            // Written once for all the subscribers that read one language.
+            var lines: [Language: [UInt8]] = [:]
+            for c in to {
+                let language = c.speaks
+                let line = lines[language] ?? JSONWriter.bytes(JSON(encoding: e, in: language))
+                lines[language] = line
+                send(c, line: line)
+            }
         }
     }
 

@@ -70,15 +70,13 @@ final class StandbyKeeper {
         let held = holder.heldDevice
         if want, held == nil || held?.name != target.text || held?.failed == true, now >= retryAt {
             retryAt = now + 30
-            let name = target, box = failure, language = Language.current, holder = self.holder
+            let name = target, box = failure, holder = self.holder
             worker.run("standby") {
-                Language.speaking(language) {
-                    do throws(AudioError) {
-                        try holder.warm(DeviceConfiguration(name: name, standby: holder))
-                        box.put(nil)
-                    } catch {
-                        box.put(error.description)
-                    }
+                do throws(AudioError) {
+                    try holder.warm(DeviceConfiguration(name: name, standby: holder))
+                    box.put(nil)
+                } catch {
+                    box.put(error.description)     // for the log, in English
                 }
                 return nil
             }

@@ -41,6 +41,11 @@ extension AudioError {
     }
 }
 
+extension AudioError {
+    /// The error in both languages.
+    public var words: LocalizedText { LocalizedText(en: text(.en), de: text(.de)) }
+}
+
 extension DeviceError {
     /// What to do, in the user's language.
     public func hint(_ language: Language) -> String {

@@ -7,7 +7,7 @@ extension DeviceName {
     /// name is `badValue` of `option`.
     public static func parse(_ text: String, option: String) throws(CoreError) -> DeviceName {
         do { return try DeviceName(parsing: text) } catch {
-            throw CoreError.badValue(option: option, reason: error.text())
+            throw CoreError.badValue(option: option, reason: LocalizedText(en: error.text(.en), de: error.text(.de)))
         }
     }
 

@@ -19,7 +19,7 @@ public enum Paths {
         for part in path.split(separator: "/") {
             current += "/" + part
             if mkdir(current, mode) != 0 && errno != EEXIST {
-                throw CoreError.io(path: current, reason: String(cString: strerror(errno)))
+                throw CoreError.io(path: current, reason: .systemError)
             }
         }
     }
@@ -70,29 +70,29 @@ public enum ErrorCategory: Sendable, Equatable {
 /// Errors of the core layer; each reads as one line.
 public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Reading or writing a file or the catalog failed.
-    case io(path: String, reason: String)
+    case io(path: String, reason: LocalizedText)
     /// A value given by the user (an option, a setting, a request's field) is not usable:
     /// the option's name and what is wrong with the value.
-    case badValue(option: String, reason: String)
+    case badValue(option: String, reason: LocalizedText)
     /// Options or arguments that cannot go together, or a request that makes no sense.
-    case badRequest(String)
+    case badRequest(LocalizedText)
     /// No meditation (or other entry) answers to the key; `hint` says what else to try.
-    case notFound(key: String, hint: String)
+    case notFound(key: String, hint: LocalizedText)
     /// The key matches several entries.
     case ambiguous(key: String, matches: [String])
     /// A file that cannot be imported or played: not audio, damaged, changed meanwhile.
-    case unplayable(path: String, reason: String)
+    case unplayable(path: String, reason: LocalizedText)
     /// Not enough room in the store for an import.
     case noSpace(path: String, home: String, needed: Int64, free: Int64)
     /// The catalog or a bundled file is damaged: `library verify` tells more.
-    case damaged(String)
+    case damaged(LocalizedText)
     case unknownSound(id: String, kind: String, valid: [String])
     case noSounds
     /// The sound device cannot be opened (or was lost): ALSA's reason and a hint.
     case device(DeviceError)
     /// A preset or meditation that schedule entries use is to be deleted without `force`:
     /// what it is, and the entries ("3 (Morning sit)").
-    case inUse(what: String, entries: [String])
+    case inUse(what: LocalizedText, entries: [String])
 
     public var category: ErrorCategory {
         switch self {
@@ -102,31 +102,39 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// One line, whatever a user, a file or a device put into it.
-    public var description: String { Display.clean(text) }
+    /// One line in the user's language, whatever a user, a file or a device put into it.
+    public var description: String { text(.current) }
 
-    private var text: String {
-        let de = Language.current == .de
+    /// One line in `language` (the edge that shows it: the CLI for its user, the daemon for
+    /// the client that asked, the web app for the browser).
+    public func text(_ language: Language) -> String { Display.clean(raw(language)) }
+
+    /// The message in both languages.
+    public var words: LocalizedText { LocalizedText(en: text(.en), de: text(.de)) }
+
+    private func raw(_ language: Language) -> String {
+        let de = language == .de
         switch self {
-        case .device(let error): return error.description
-        case .io(let path, let reason): return "\(path): \(reason)"
-        case .badValue(let option, let reason): return option.isEmpty ? reason : "\(option): \(reason)"
-        case .badRequest(let message): return message
+        case .device(let error): return error.text(language)
+        case .io(let path, let reason): return "\(path): \(reason.text(language))"
+        case .badValue(let option, let reason): return option.isEmpty ? reason.text(language) : "\(option): \(reason.text(language))"
+        case .badRequest(let message): return message.text(language)
         case .notFound(let key, let hint):
             return (de ? "keine Meditation '\(key)' in der Bibliothek (siehe `stillmoment list`)"
-                       : "no meditation '\(key)' in the library (see `stillmoment list`)") + hint
+                       : "no meditation '\(key)' in the library (see `stillmoment list`)") + hint.text(language)
         case .ambiguous(let key, let matches):
             return de ? "'\(key)' passt auf mehrere Meditationen: \(matches.joined(separator: ", ")); gib mehr von der Kennung an"
                       : "'\(key)' matches several meditations: \(matches.joined(separator: ", ")); give more of the id"
-        case .unplayable(let path, let reason): return path.isEmpty ? reason : "\(path): \(reason)"
+        case .unplayable(let path, let reason): return path.isEmpty ? reason.text(language) : "\(path): \(reason.text(language))"
         case .noSpace(let path, let home, let needed, let free):
             return de ? "\(path): nicht genug Platz in \(home) (\(needed / 1_000_000) MB nötig, \(free / 1_000_000) MB frei)"
                       : "\(path): not enough space in \(home) (\(needed / 1_000_000) MB needed, \(free / 1_000_000) MB free)"
-        case .damaged(let message): return message
+        case .damaged(let message): return message.text(language)
         case .unknownSound(let id, let kind, let valid):
             return de ? "unbekannter Klang '\(id)' (\(kind)); wähle einen von: \(valid.joined(separator: ", "))"
                       : "unknown \(kind) '\(id)'; choose one of: \(valid.joined(separator: ", "))"
-        case .inUse(let what, let entries):
+        case .inUse(let w, let entries):
+            let what = w.text(language)
             let list = entries.joined(separator: ", ")
             return de ? "\(what) wird vom Zeitplan benutzt (\(entries.count == 1 ? "Eintrag" : "Einträge") \(list)): entferne \(entries.count == 1 ? "ihn" : "sie") zuerst oder lösche trotzdem (--force), dann \(entries.count == 1 ? "ist er" : "sind sie") kaputt"
                       : "\(what) is used by the schedule (\(entries.count == 1 ? "entry" : "entries") \(list)): remove \(entries.count == 1 ? "it" : "them") first, or delete anyway (--force) and \(entries.count == 1 ? "it shows" : "they show") as broken"
@@ -142,6 +150,6 @@ extension CoreError {
     /// a file's is a file that cannot be played.
     public static func audio(_ error: AudioError, path: String = "") -> CoreError {
         if case .device(let device) = error { return .device(device) }
-        return .unplayable(path: "", reason: error.description)
+        return .unplayable(path: "", reason: error.words)
     }
 }

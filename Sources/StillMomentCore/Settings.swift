@@ -57,14 +57,14 @@ public struct Settings: Sendable, Equatable {
             let raw = try JSON.decode([String: String].self, from: data)
             // A key that is no setting (a typo in a hand edit, a newer version's) is said, not dropped.
             if !droppingUnknown, let unknown = raw.keys.sorted().first(where: { !keys.contains($0) }) {
-                throw CoreError.damaged(tr("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix it, or drop it with `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`",
+                throw CoreError.damaged(both("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix it, or drop it with `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`",
                                            "\(path): '\(Display.clean(String(unknown.prefix(40))))' ist keine Einstellung; berichtige sie oder entferne sie mit `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`"))
             }
             return Settings(values: raw.filter { keys.contains($0.key) })
         } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.damaged(tr("\(path): not a valid settings file; fix or remove it (\(error))",
+            throw CoreError.damaged(both("\(path): not a valid settings file; fix or remove it (\(error))",
                                        "\(path): keine gültige Einstellungsdatei; berichtige oder entferne sie (\(error))"))
         }
     }
@@ -81,7 +81,7 @@ public struct Settings: Sendable, Equatable {
             guard OutputStandby(rawValue: value) != nil else {
                 let all = OutputStandby.allCases.map(\.rawValue).joined(separator: ", ")
                 let shown = Display.clean(String(value.prefix(40)))
-                throw CoreError.badValue(option: key, reason: tr("'\(shown)' is not one of \(all)", "'\(shown)' ist keiner der Werte \(all)"))
+                throw CoreError.badValue(option: key, reason: both("'\(shown)' is not one of \(all)", "'\(shown)' ist keiner der Werte \(all)"))
             }
             values[key] = value
             return
@@ -102,7 +102,7 @@ public struct Settings: Sendable, Equatable {
     /// The error for a key that is not a setting.
     public static func unknown(_ key: String) -> CoreError {
         let all = keys.joined(separator: ", ")
-        return CoreError.badValue(option: "", reason: tr("unknown setting '\(key)'; the settings are: \(all)",
+        return CoreError.badValue(option: "", reason: both("unknown setting '\(key)'; the settings are: \(all)",
                                                          "unbekannte Einstellung '\(key)'; die Einstellungen sind: \(all)"))
     }
 
@@ -113,13 +113,13 @@ public struct Settings: Sendable, Equatable {
         let data = Array(JSON(encoding: values).pretty.utf8)
         let tmp = path + ".tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CoreError.io(path: tmp, reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw CoreError.io(path: tmp, reason: .systemError) }
         let bytes = [UInt8](data) + [10]
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd) == 0
         close(fd)
         guard written == bytes.count, synced, rename(tmp, path) == 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = LocalizedText.systemError
             unlink(tmp)
             throw CoreError.io(path: path, reason: reason)
         }

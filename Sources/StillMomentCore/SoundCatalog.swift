@@ -34,12 +34,12 @@ public struct SoundCatalog: Sendable {
     public static func load(folder: String) throws(CoreError) -> SoundCatalog {
         let path = folder + "/sounds.json"
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw CoreError.io(path: path, reason: tr("cannot read it", "kann nicht gelesen werden"))
+            throw CoreError.io(path: path, reason: both("cannot read it", "kann nicht gelesen werden"))
         }
         do {
             return SoundCatalog(folder: folder, sounds: try JSON.decode([Sound].self, from: data))
         } catch {
-            throw CoreError.damaged(tr("\(path): not a valid sound list (\(error))", "\(path): keine gültige Klangliste (\(error))"))
+            throw CoreError.damaged(both("\(path): not a valid sound list (\(error))", "\(path): keine gültige Klangliste (\(error))"))
         }
     }
 

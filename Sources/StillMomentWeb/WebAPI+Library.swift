@@ -34,7 +34,7 @@ extension WebAPI {
     func edit(_ id: String, _ args: [String: JSON]) -> Response {
         do throws(CoreError) {
             let m = try store.find(id)
-            guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: "") }
+            guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: .same("")) }
             var edit = MeditationEdit()
             for (key, value) in args {
                 switch (key, value) {
@@ -51,12 +51,12 @@ extension WebAPI {
                 case ("trimStart", .number(let n)), ("trimEnd", .number(let n)):
                     // A time within ±1000 h (what the library takes) as whole ms; anything else is refused by the edit.
                     guard n.isFinite, abs(n) <= Double(Meditation.maxMilliseconds) else {
-                        throw CoreError.badValue(option: key, reason: tr("not a time in ms", "keine Zeit in ms"))
+                        throw CoreError.badValue(option: key, reason: both("not a time in ms", "keine Zeit in ms"))
                     }
                     if key == "trimStart" { edit.trimStart = .set(Int64(n)) } else { edit.trimEnd = .set(Int64(n)) }
                 default:
                     let fields = MeditationEdit.fields.joined(separator: ", ")
-                    throw CoreError.badValue(option: "", reason: tr("unknown or malformed field '\(Display.clean(String(key.prefix(40))))'; the fields are: \(fields)",
+                    throw CoreError.badValue(option: "", reason: both("unknown or malformed field '\(Display.clean(String(key.prefix(40))))'; the fields are: \(fields)",
                                                                     "unbekanntes oder falsches Feld '\(Display.clean(String(key.prefix(40))))'; die Felder sind: \(fields)"))
                 }
             }
@@ -71,7 +71,7 @@ extension WebAPI {
     func delete(_ id: String, force: Bool) -> Response {
         do throws(CoreError) {
             let m = try store.find(id)
-            guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: "") }
+            guard m.id == id else { throw CoreError.notFound(key: Display.clean(id), hint: .same("")) }
             try store.delete(m, force: force)
             log.notice("deleted meditation \(m.id) (\(Display.clean(m.name)))")
             return .json(.object(["deleted": .string(m.id)]))

@@ -109,7 +109,7 @@ struct Attachment {
                 Console.out(tr("stopped: \(taker) took the sound", "abgebrochen: \(taker) hat die Wiedergabe übernommen"))
             }
         case .failed:
-            Console.error(e.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"))
+            Console.error(e.message?.text() ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"))
             return e.code == .device ? Exit.device : Exit.failure
         }
         return 0

@@ -47,7 +47,7 @@ enum Console {
             var s = tr("delete anyway? [y/N] ", "trotzdem löschen? [j/N] ")
             s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
             let answer = readLine()?.trimmingWhitespace().lowercased() ?? ""
-            guard ["y", "yes", "j", "ja"].contains(answer) else { throw CoreError.badRequest(tr("nothing deleted", "nichts gelöscht")) }
+            guard ["y", "yes", "j", "ja"].contains(answer) else { throw CoreError.badRequest(both("nothing deleted", "nichts gelöscht")) }
             try delete(true)
         }
     }

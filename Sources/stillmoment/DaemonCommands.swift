@@ -119,7 +119,7 @@ func submit(_ request: Request, detach: Bool, what: String) throws {
                 guard let event = try client.nextTypedEvent(timeoutMs: 100) else { waited += 1; continue }
                 switch event {
                 case .ended(let e) where e.session == session && e.reason == .failed:
-                    throw Console.fail(e.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
+                    throw Console.fail(e.message?.text() ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
                                        code: e.code == .device ? Exit.device : Exit.failure)
                 case .ended(let e) where e.session == session:
                     break waiting     // replaced or stopped by another client meanwhile: it was started
@@ -199,7 +199,7 @@ func control(_ request: Request, start: Bool = false) throws -> Status {
             usleep(20_000)
             let status = try client.send(.status)
             if let ended = status.lastEnded, ended.session == session, ended.reason == .failed {
-                throw Console.fail(ended.message ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
+                throw Console.fail(ended.message?.text() ?? tr("the session failed", "die Sitzung ist fehlgeschlagen"),
                                    code: ended.code == .device ? Exit.device : Exit.failure)
             }
             if status.state != .starting || status.session != session { break }

@@ -202,7 +202,7 @@ struct EditCommand: ParsableCommand {
             func time(_ text: String?, _ option: String) throws(CoreError) -> FieldChange<Int64>? {
                 guard let text else { return nil }
                 if text.lowercased() == "off" { return .clear }
-                do { return .set(try TimeText.parse(text)) } catch { throw CoreError.badValue(option: option, reason: error.description) }
+                do { return .set(try TimeText.parse(text)) } catch { throw CoreError.badValue(option: option, reason: .rendering { error.description }) }
             }
             func gong(_ text: String?) -> FieldChange<String>? { text.map { $0.lowercased() == "off" ? .clear : .set($0) } }
             edit.trimStart = try time(trimStart, "--trim-start")

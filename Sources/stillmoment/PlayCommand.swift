@@ -66,7 +66,7 @@ struct PlayCommand: ParsableCommand {
     }
 
     static func parse(_ text: String, _ option: String) throws(CoreError) -> Int64 {
-        do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: option, reason: error.description) }
+        do { return try TimeText.parse(text) } catch { throw CoreError.badValue(option: option, reason: .rendering { error.description }) }
     }
 }
 
@@ -178,13 +178,13 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
 /// without `--output`.
 func wavFormat(_ text: String?, output: String?) throws(CoreError) -> WAVWriter.SampleFormat {
     if text != nil && output == nil {
-        throw CoreError.badRequest(tr("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
+        throw CoreError.badRequest(both("--format goes with --output (the WAV file's samples)", "--format gehört zu --output (die Samples der WAV-Datei)"))
     }
     switch text?.lowercased() {
     case nil, "f32", "float", "float32": return .float32
     case "s16", "16", "int16": return .int16
     case let other?:
-        throw CoreError.badValue(option: "--format", reason: tr("'\(Display.clean(String(other.prefix(20))))' is not s16 or f32",
+        throw CoreError.badValue(option: "--format", reason: both("'\(Display.clean(String(other.prefix(20))))' is not s16 or f32",
                                                                 "'\(Display.clean(String(other.prefix(20))))' ist weder s16 noch f32"))
     }
 }

@@ -21,10 +21,10 @@ struct HistoryCommand: ParsableCommand {
         @Flag(help: "Print CSV (RFC 4180, UTF-8).") var csv = false
 
         func run() throws {
-            if json && csv { throw Console.fail(CoreError.badRequest(tr("--json and --csv exclude each other", "--json und --csv schließen einander aus"))) }
+            if json && csv { throw Console.fail(CoreError.badRequest(both("--json and --csv exclude each other", "--json und --csv schließen einander aus"))) }
             let since = try day(self.since, "--since"), until = try day(self.until, "--until")
             if let limit, limit < 1 || limit > 1_000_000 {
-                throw Console.fail(CoreError.badValue(option: "--limit", reason: tr("\(limit) is not from 1 to 1000000", "\(limit) liegt nicht zwischen 1 und 1000000")))
+                throw Console.fail(CoreError.badValue(option: "--limit", reason: both("\(limit) is not from 1 to 1000000", "\(limit) liegt nicht zwischen 1 und 1000000")))
             }
             let store = try openStore()
             let log = PracticeLog(store: store)
@@ -71,7 +71,7 @@ struct HistoryCommand: ParsableCommand {
                 let key = id.lowercased()
                 let matches = try log.entries(idPrefix: key)
                 guard matches.count == 1, !key.isEmpty, let entry = matches.first else {
-                    throw matches.isEmpty ? CoreError.badValue(option: "", reason: tr("no entry '\(id)' in the practice log", "kein Eintrag '\(id)' im Übungsprotokoll"))
+                    throw matches.isEmpty ? CoreError.badValue(option: "", reason: both("no entry '\(id)' in the practice log", "kein Eintrag '\(id)' im Übungsprotokoll"))
                                           : CoreError.ambiguous(key: id, matches: matches.map { String($0.id.prefix(8)) })
                 }
                 _ = try log.delete(id: entry.id)
@@ -89,18 +89,18 @@ struct HistoryCommand: ParsableCommand {
         func run() throws {
             var st = stat()
             guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
-                throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file): not a readable file", "\(file): keine lesbare Datei")))
+                throw Console.fail(CoreError.badValue(option: "", reason: both("\(file): not a readable file", "\(file): keine lesbare Datei")))
             }
             guard st.st_size <= 64 << 20 else {
-                throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file): larger than 64 MB; not a practice log",
+                throw Console.fail(CoreError.badValue(option: "", reason: both("\(file): larger than 64 MB; not a practice log",
                                                                            "\(file): größer als 64 MB; kein Übungsprotokoll")))
             }
             guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
-                throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file): not UTF-8 text", "\(file): kein UTF-8-Text")))
+                throw Console.fail(CoreError.badValue(option: "", reason: both("\(file): not UTF-8 text", "\(file): kein UTF-8-Text")))
             }
             let entries: [PracticeEntry]
             do { entries = try PracticeExport.read(text) } catch {
-                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): \(error.description)"))
+                throw Console.fail(CoreError.badValue(option: "", reason: .same("\(file): \(error.description)")))
             }
             let store = try openStore()
             do {
@@ -182,7 +182,7 @@ enum PracticeText {
 func day(_ text: String?, _ option: String) throws -> CivilDate? {
     guard let text else { return nil }
     guard let d = CivilDate(text) else {
-        throw Console.fail(CoreError.badValue(option: option, reason: tr("'\(text)' is not a date like 2026-11-24", "'\(text)' ist kein Datum wie 2026-11-24")))
+        throw Console.fail(CoreError.badValue(option: option, reason: both("'\(text)' is not a date like 2026-11-24", "'\(text)' ist kein Datum wie 2026-11-24")))
     }
     return d
 }

@@ -21,7 +21,7 @@ struct PresetCommand: ParsableCommand {
             var text = options.text
             if let duration {
                 guard text["duration"] == nil else {
-                    throw Console.fail(CoreError.badRequest(tr("give the duration once: DURATION or --duration",
+                    throw Console.fail(CoreError.badRequest(both("give the duration once: DURATION or --duration",
                                                                "gib die Dauer nur einmal an: DURATION oder --duration")))
                 }
                 text["duration"] = duration

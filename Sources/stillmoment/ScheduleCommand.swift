@@ -44,9 +44,9 @@ struct ScheduleCommand: ParsableCommand {
             let kinds = [preset != nil || !sitOptions.isEmpty, play != nil, bell != nil].filter { $0 }.count
             guard kinds == 1 else {
                 throw CoreError.badRequest(kinds == 0
-                    ? tr("say what to do: --preset NAME, timer options, --play MEDITATION or --bell SOUND",
+                    ? both("say what to do: --preset NAME, timer options, --play MEDITATION or --bell SOUND",
                          "sag, was geschehen soll: --preset NAME, Timer-Optionen, --play MEDITATION oder --bell KLANG")
-                    : tr("one action per entry: a sit (--preset, timer options), --play or --bell",
+                    : both("one action per entry: a sit (--preset, timer options), --play or --bell",
                          "eine Aktion je Eintrag: eine Sitzung (--preset, Timer-Optionen), --play oder --bell"))
             }
             let action: ScheduleAction
@@ -57,11 +57,11 @@ struct ScheduleCommand: ParsableCommand {
                 } ?? 1
                 text["strikes"] = nil
                 guard text.isEmpty else {
-                    throw CoreError.badRequest(tr("a bell takes --strikes and --volume only", "eine Glocke nimmt nur --strikes und --volume"))
+                    throw CoreError.badRequest(both("a bell takes --strikes and --volume only", "eine Glocke nimmt nur --strikes und --volume"))
                 }
                 var v = 1.0
                 if let volume {
-                    guard case .volume(let parsed) = try TimerValue.parse(volume, as: .gongVolume) else { throw CoreError.badRequest("--volume") }
+                    guard case .volume(let parsed) = try TimerValue.parse(volume, as: .gongVolume) else { throw CoreError.badRequest(.same("--volume")) }
                     v = parsed
                 }
                 action = .bell(sound: bell, strikes: strikes, volume: v)
@@ -69,7 +69,7 @@ struct ScheduleCommand: ParsableCommand {
                 action = .play(meditation: .named(play))
             } else {
                 guard volume == nil else {
-                    throw CoreError.badRequest(tr("--volume goes with --bell (a sit takes --gong-volume)",
+                    throw CoreError.badRequest(both("--volume goes with --bell (a sit takes --gong-volume)",
                                                   "--volume gehört zu --bell (eine Sitzung nimmt --gong-volume)"))
                 }
                 action = .timer(preset: preset.map(LibraryRef.named), request: try TimerRequest(text: text))
@@ -168,11 +168,11 @@ struct ScheduleCommand: ParsableCommand {
                 if text.count == 19, let d = CivilDate(String(text.prefix(10))), let s = ScheduleWhen.clock(String(text.suffix(8))) {
                     return ScheduleWhen.instant(d, s, zone)
                 }
-                throw Console.fail(CoreError.badValue(option: option, reason: tr("'\(text)' is not a date or date-time like 2026-12-24T06:00:00",
+                throw Console.fail(CoreError.badValue(option: option, reason: both("'\(text)' is not a date or date-time like 2026-12-24T06:00:00",
                                                                                  "'\(text)' ist kein Datum und keine Uhrzeit wie 2026-12-24T06:00:00")))
             }
             guard (1...10_000).contains(count) else {
-                throw Console.fail(CoreError.badValue(option: "--count", reason: tr("\(count) is not from 1 to 10000", "\(count) liegt nicht zwischen 1 und 10000")))
+                throw Console.fail(CoreError.badValue(option: "--count", reason: both("\(count) is not from 1 to 10000", "\(count) liegt nicht zwischen 1 und 10000")))
             }
             let start = try instant(from, "--from", default: LocalTime.now().unix)
             let end = try instant(until, "--until", default: start + 7 * 86_400)
@@ -230,7 +230,7 @@ struct ScheduleCommand: ParsableCommand {
         @Flag(help: "Make the day an ordinary one again.") var undo = false
         func run() throws {
             guard let d = CivilDate(date) else {
-                throw Console.fail(CoreError.badValue(option: "", reason: tr("'\(date)' is not a date like 2026-12-24", "'\(date)' ist kein Datum wie 2026-12-24")))
+                throw Console.fail(CoreError.badValue(option: "", reason: both("'\(date)' is not a date like 2026-12-24", "'\(date)' ist kein Datum wie 2026-12-24")))
             }
             let store = try openStore()
             do { try ScheduleCommand.service(store, start: false).setQuiet(d, !undo) } catch { throw Console.fail(error) }
@@ -250,7 +250,7 @@ struct ScheduleCommand: ParsableCommand {
             var st = stat()
             guard stat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 1 << 20,
                   let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
-                throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file): not a readable text file of at most 1 MB",
+                throw Console.fail(CoreError.badValue(option: "", reason: both("\(file): not a readable text file of at most 1 MB",
                                                                            "\(file): keine lesbare Textdatei von höchstens 1 MB")))
             }
             let store = try openStore()
@@ -262,16 +262,16 @@ struct ScheduleCommand: ParsableCommand {
                 do {
                     lines.append((n + 1, try EntryOptions.parse(try ShellWords.split(line)).entry()))
                 } catch let error as CoreError {
-                    throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ") + error.description))
+                    throw Console.fail(CoreError.badValue(option: "", reason: both("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ") + error.description))
                 } catch {
-                    throw Console.fail(CoreError.badValue(option: "", reason: tr("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ")
-                                                                  + (EntryOptions.message(for: error).split(separator: "\n").first ?? "")))
+                    throw Console.fail(CoreError.badValue(option: "", reason: both("\(file) line \(n + 1): ", "\(file) Zeile \(n + 1): ")
+                                                                  + String(EntryOptions.message(for: error).split(separator: "\n").first ?? "")))
                 }
             }
             let enabled = lines.contains { $0.entry.enabled }
             let imported: ScheduleService.Imported
             do { imported = try ScheduleCommand.service(store, start: enabled).importTimetable(lines, replacing: replace) } catch {
-                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): " + error.description))
+                throw Console.fail(CoreError.badValue(option: "", reason: "\(file): " + error.words))
             }
             let n = imported.added
             Console.out(n == 1 ? tr("added 1 entry", "1 Eintrag hinzugefügt") : tr("added \(n) entries", "\(n) Einträge hinzugefügt"))
@@ -300,7 +300,7 @@ struct ScheduleCommand: ParsableCommand {
         @Argument(help: "The entry's id.") var id: String
         func run() throws {
             guard let n = Int64(id) else {
-                throw Console.fail(CoreError.badValue(option: "", reason: tr("'\(id)' is not an entry's id", "'\(id)' ist keine Kennung eines Eintrags")))
+                throw Console.fail(CoreError.badValue(option: "", reason: both("'\(id)' is not an entry's id", "'\(id)' ist keine Kennung eines Eintrags")))
             }
             Console.out(StatusText.summary(try control(.ringNow(id: n), start: true)))
         }

@@ -19,7 +19,7 @@ struct SoundsCommand: ParsableCommand {
             let store = try openStore()
             do {
                 guard let k = ["gong": Sound.Kind.gong, "ambience": .ambience][kind.lowercased()] else {
-                    throw CoreError.badValue(option: "--kind", reason: tr("'\(kind)' is not gong or ambience", "'\(kind)' ist weder gong noch ambience"))
+                    throw CoreError.badValue(option: "--kind", reason: both("'\(kind)' is not gong or ambience", "'\(kind)' ist weder gong noch ambience"))
                 }
                 let catalog = try SoundCatalog.withCustomSounds(store: store)
                 let raw = RawArgument(file)

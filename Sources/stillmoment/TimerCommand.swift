@@ -57,7 +57,7 @@ struct TimerCommand: ParsableCommand {
                 text[TimerOption.open.rawValue] = "yes"
             } else {
                 if text[TimerOption.duration.rawValue] != nil {
-                    throw CoreError.badRequest(tr("give the duration once: DURATION or --duration",
+                    throw CoreError.badRequest(both("give the duration once: DURATION or --duration",
                                                   "gib die Dauer nur einmal an: DURATION oder --duration"))
                 }
                 text[TimerOption.duration.rawValue] = duration
@@ -100,14 +100,14 @@ struct TimerCommand: ParsableCommand {
         }
         let options = try optionText()
         if plan {
-            if output != nil || detach || foreground { throw Console.fail(CoreError.badRequest(tr("--plan only prints the plan; it plays nothing", "--plan zeigt nur den Plan; es spielt nichts"))) }
+            if output != nil || detach || foreground { throw Console.fail(CoreError.badRequest(both("--plan only prints the plan; it plays nothing", "--plan zeigt nur den Plan; es spielt nichts"))) }
             let (configuration, catalog, _) = try resolve(options)
             let p: TimerPlan
             do { p = try TimerSession.plan(for: configuration, catalog: catalog) } catch { throw Console.fail(error) }
             PlanText.print(p, configuration: configuration, json: json)
             return
         }
-        if json { throw Console.fail(CoreError.badRequest(tr("--json goes with --plan", "--json gehört zu --plan"))) }
+        if json { throw Console.fail(CoreError.badRequest(both("--json goes with --plan", "--json gehört zu --plan"))) }
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
         let wav: WAVWriter.SampleFormat
         do { wav = try wavFormat(format, output: output) } catch { throw Console.fail(error) }

@@ -21,10 +21,10 @@ struct ExitAndStatusTests {
             #expect(Exit.code(for: code) == want, "\(code.rawValue)")
         }
         // Errors of the core land in their category.
-        #expect(Exit.code(for: CoreError.badValue(option: "--duration", reason: "x").category) == 2)
-        #expect(Exit.code(for: CoreError.notFound(key: "x", hint: "").category) == 2)
-        #expect(Exit.code(for: CoreError.io(path: "/x", reason: "disk full").category) == 1)
-        #expect(Exit.code(for: CoreError.damaged("x").category) == 1)
+        #expect(Exit.code(for: CoreError.badValue(option: "--duration", reason: .same("x")).category) == 2)
+        #expect(Exit.code(for: CoreError.notFound(key: "x", hint: .same("")).category) == 2)
+        #expect(Exit.code(for: CoreError.io(path: "/x", reason: .same("disk full")).category) == 1)
+        #expect(Exit.code(for: CoreError.damaged(.same("x")).category) == 1)
     }
 
     static func timer() -> Status {

@@ -125,7 +125,7 @@ struct TimetableTests {
         #expect(try schedules.find(sit.id)?.action.description == "--preset Abendsitzung" && schedules.find(sit.id)?.problem == nil)
         #expect(try schedules.find(play.id)?.action.description == "--play Körperreise" && schedules.find(play.id)?.problem == nil)
 
-        #expect(throws: CoreError.inUse(what: "the preset 'Abendsitzung'", entries: ["\(sit.id) (Evening)"])) { try presets.delete("Abendsitzung") }
+        #expect(throws: CoreError.inUse(what: both("the preset 'Abendsitzung'", "die Vorlage 'Abendsitzung'"), entries: ["\(sit.id) (Evening)"])) { try presets.delete("Abendsitzung") }
         #expect(throws: CoreError.self) { try store.delete(m) }
         #expect(try presets.find("Abendsitzung") != nil && store.all().count == 1)
         try presets.delete("Abendsitzung", force: true)

@@ -155,6 +155,40 @@ struct DaemonServerTests {
         #expect(names.contains("state") && names.last == "ended" && !names.contains("progress"), "\(names)")
     }
 
+    @Test("a failure is worded for each client in its own language, when it is written: the answer to a bad request, and the ended event every subscriber gets")
+    func eachClientInItsLanguage() throws {
+        let (daemon, dir) = try Self.daemon()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let german = Peer(daemon), english = Peer(daemon)
+        german.send(#"{"hello":{"version":3,"language":"de"}}"#)
+        english.send(#"{"hello":{"version":3,"language":"en"}}"#)
+        _ = german.line(daemon)
+        _ = english.line(daemon)
+        for (peer, expected) in [(german, "unbekanntes Argument 'colour' für seek; es nimmt: at, by, to"),
+                                 (english, "unknown argument 'colour' for seek; it takes: at, by, to")] {
+            peer.send(#"{"id":1,"command":"seek","args":{"by":1000,"colour":"red"}}"#)
+            #expect(peer.line(daemon)?["error"]?["message"] == .string(expected))
+            peer.send(#"{"id":2,"command":"subscribe","args":{"progress":false}}"#)
+            _ = peer.line(daemon)
+        }
+        // A device that cannot open: the start is answered, the failure comes as `ended`.
+        english.send(#"{"id":3,"command":"timer","args":{"options":{"duration":"1m","device":"hw:99,0"}}}"#)
+        var messages: [String: String] = [:]
+        for (name, peer) in [("de", german), ("en", english)] {
+            for _ in 0..<20 {
+                guard let line = peer.line(daemon, within: 1.0) else { break }
+                if case .ended(let e)? = line.decoded(as: Event.self) {
+                    #expect(e.reason == .failed && e.code == .device)
+                    messages[name] = line["data"]?["message"]?.string
+                    break
+                }
+            }
+        }
+        let de = messages["de"] ?? "", en = messages["en"] ?? ""
+        #expect(de.contains("hw:99,0") && en.contains("hw:99,0"), "\(messages)")
+        #expect(de.contains("wähle ein anderes Gerät") && en.contains("choose another device"), "\(messages)")
+    }
+
     @Test("a connection without a hello is closed after the hello timeout, with hello-expected")
     func helloTimeout() throws {
         let (daemon, dir) = try Self.daemon { $0.helloTimeout = 0.2 }

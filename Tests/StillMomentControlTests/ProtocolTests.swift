@@ -69,7 +69,7 @@ struct ProtocolTests {
         } catch {
             #expect(error.code == code, "\(text): \(error)")
             #expect(error.id == id)
-            #expect(error.answer["error"]?["code"]?.string == code.rawValue)
+            #expect(error.answer(.en)["error"]?["code"]?.string == code.rawValue)
         }
     }
 

@@ -251,7 +251,7 @@ struct SessionServiceTests {
             for case .ended(let e) in service.takeEvents() where e.session == asked.session { failed = e }
             return failed != nil
         })
-        #expect(failed?.reason == .failed && failed?.code == .device && failed?.message?.contains("hw:99,0") == true)
+        #expect(failed?.reason == .failed && failed?.code == .device && failed?.message?.en.contains("hw:99,0") == true)
         #expect(service.status().state == .idle)
         service.shutdown()
     }

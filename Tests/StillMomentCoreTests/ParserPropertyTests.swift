@@ -93,9 +93,9 @@ struct ParserPropertyTests {
 struct ErrorCategoryTests {
     @Test("every core error has the category that decides its exit code and protocol code")
     func categories() {
-        let bad: [CoreError] = [.badValue(option: "--x", reason: "r"), .badRequest("r"), .notFound(key: "k", hint: ""),
+        let bad: [CoreError] = [.badValue(option: "--x", reason: .same("r")), .badRequest(.same("r")), .notFound(key: "k", hint: .same("")),
                                 .ambiguous(key: "k", matches: []), .unknownSound(id: "i", kind: "gong", valid: [])]
-        let failing: [CoreError] = [.io(path: "p", reason: "r"), .unplayable(path: "p", reason: "r"), .damaged("d"),
+        let failing: [CoreError] = [.io(path: "p", reason: .same("r")), .unplayable(path: "p", reason: .same("r")), .damaged(.same("d")),
                                     .noSpace(path: "p", home: "h", needed: 1, free: 0), .noSounds]
         #expect(bad.allSatisfy { $0.category == .badInput })
         #expect(failing.allSatisfy { $0.category == .failure })

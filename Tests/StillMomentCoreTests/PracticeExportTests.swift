@@ -43,8 +43,11 @@ struct PracticeExportTests {
         for value in ["maybe", "2", "", "TRUE", "1"] {
             var lines = csv.components(separatedBy: "\r\n")
             lines[2] = lines[2].replacingOccurrences(of: ",false", with: "," + value)
-            #expect(throws: PracticeExport.ImportError(line: 3, reason: value.isEmpty ? "scheduled is missing" : "scheduled '\(value)' is not true or false")) {
+            #expect {
                 try PracticeExport.read(lines.joined(separator: "\r\n"))
+            } throws: { error in
+                guard let e = error as? PracticeExport.ImportError else { return false }
+                return e.line == 3 && e.words.en == (value.isEmpty ? "scheduled is missing" : "scheduled '\(value)' is not true or false")
             }
         }
         #expect(throws: PracticeExport.ImportError.self) {

@@ -9,7 +9,7 @@ public enum Names {
         guard (allowEmpty || !name.isEmpty), name.count <= maxLength,
               !name.unicodeScalars.contains(where: { $0 == "\t" || Display.isControl($0) || Display.isReordering($0) }) else {
             let shown = Display.clean(String(raw.prefix(maxLength)))
-            throw CoreError.badValue(option: option, reason: tr(
+            throw CoreError.badValue(option: option, reason: both(
                 "'\(shown)' is not a name here: \(allowEmpty ? 0 : 1) to \(maxLength) characters, no tabs, control or text-direction characters",
                 "'\(shown)' ist hier kein Name: \(allowEmpty ? 0 : 1) bis \(maxLength) Zeichen, keine Tabulatoren, Steuer- oder Schreibrichtungszeichen"))
         }

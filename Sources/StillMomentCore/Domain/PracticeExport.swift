@@ -49,15 +49,18 @@ public enum PracticeExport {
     /// (counted from 1).
     public struct ImportError: Error, Sendable, Equatable, CustomStringConvertible {
         public let line: Int
-        public let reason: String
+        public let words: LocalizedText
         public var isRecord = false
-        public init(line: Int, reason: String, isRecord: Bool = false) {
+        public init(line: Int, reason: LocalizedText, isRecord: Bool = false) {
             self.line = line
-            self.reason = reason
+            self.words = reason
             self.isRecord = isRecord
         }
-        public var description: String {
-            (isRecord ? tr("record \(line)", "Datensatz \(line)") : tr("line \(line)", "Zeile \(line)")) + ": \(reason)"
+        /// The reason in this process's language.
+        public var reason: String { words.text() }
+        public var description: String { text(.current) }
+        public func text(_ language: Language) -> String {
+            (isRecord ? tr("record \(line)", "Datensatz \(line)", language) : tr("line \(line)", "Zeile \(line)", language)) + ": \(words.text(language))"
         }
     }
 
@@ -71,7 +74,7 @@ public enum PracticeExport {
                 objects = try JSON.decode([[String: JSON]].self, from: trimmed.utf8)
                 guard objects.allSatisfy({ $0.values.allSatisfy(\.isLeaf) }) else { throw JSONValueDecoder.Failure(path: [], reason: .wrongType(expected: .object)) }
             } catch {
-                throw ImportError(line: 1, reason: tr("not a JSON array of practice entries", "kein JSON-Array von Übungseinträgen"))
+                throw ImportError(line: 1, reason: both("not a JSON array of practice entries", "kein JSON-Array von Übungseinträgen"))
             }
             return try objects.enumerated().map { (i, o) throws(ImportError) in
                 // `scheduled` is a JSON boolean; any other value is shown as it was given.
@@ -82,18 +85,18 @@ public enum PracticeExport {
                 case .null?, .array?, .object?, nil: nil
                 }
                 do throws(ImportError) { return try entry(from: { o[$0]?.text }, scheduled: scheduled, line: i + 1) } catch {
-                    throw ImportError(line: error.line, reason: error.reason, isRecord: true)
+                    throw ImportError(line: error.line, reason: error.words, isRecord: true)
                 }
             }
         }
         let rows = try parseCSV(text)
         guard let header = rows.first, header == columns else {
-            throw ImportError(line: 1, reason: tr("the header is not \(columns.joined(separator: ","))",
+            throw ImportError(line: 1, reason: both("the header is not \(columns.joined(separator: ","))",
                                                   "die Kopfzeile ist nicht \(columns.joined(separator: ","))"))
         }
         return try rows.dropFirst().enumerated().map { (i, row) throws(ImportError) in
             guard row.count == columns.count else {
-                throw ImportError(line: i + 2, reason: tr("\(row.count) fields, \(columns.count) expected",
+                throw ImportError(line: i + 2, reason: both("\(row.count) fields, \(columns.count) expected",
                                                           "\(row.count) Felder, \(columns.count) erwartet"))
             }
             let byName = Dictionary(uniqueKeysWithValues: zip(columns, row.map(SpreadsheetCell.restored)))
@@ -109,7 +112,7 @@ public enum PracticeExport {
     /// One entry from its fields (`field` gives a non-empty text or nil), checked.
     /// `scheduled` must be exactly `true` or `false`; the start's local year 1 to 9999.
     static func entry(from field: (String) -> String?, scheduled: String?, line: Int) throws(ImportError) -> PracticeEntry {
-        func fail(_ en: String, _ de: String) -> ImportError { ImportError(line: line, reason: tr(en, de)) }
+        func fail(_ en: String, _ de: String) -> ImportError { ImportError(line: line, reason: both(en, de)) }
         func need(_ key: String) throws(ImportError) -> String {
             guard let v = field(key), !v.isEmpty else { throw fail("\(key) is missing", "\(key) fehlt") }
             return v
@@ -209,7 +212,7 @@ public enum PracticeExport {
             }
             i += 1
         }
-        if quoted { throw ImportError(line: line, reason: "a quoted field is not closed") }
+        if quoted { throw ImportError(line: line, reason: both("a quoted field is not closed", "ein Feld in Anführungszeichen ist nicht geschlossen")) }
         if !field.isEmpty || !row.isEmpty {
             row.append(field)
             rows.append(row)

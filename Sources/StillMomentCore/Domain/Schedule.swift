@@ -28,8 +28,8 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
     public init(parsing raw: String) throws(CoreError) {
         let text = raw.trimmingWhitespace().lowercased()
         let words = text.split(whereSeparator: { $0.isWhitespace }).map(String.init)
-        func fail(_ why: String? = nil) -> CoreError {
-            .badValue(option: "WHEN", reason: (why.map { $0 + ": " } ?? "") + tr(
+        func fail(_ why: LocalizedText? = nil) -> CoreError {
+            .badValue(option: "WHEN", reason: (why.map { $0 + ": " } ?? .same("")) + both(
                 "'\(Display.clean(raw))' is not a time to ring: write daily 06:30, weekdays 06:30, weekends 08:00, mon,wed,fri 18:00, 2026-12-24 07:00, 2026-12-24T07:00:30 or every 45m-90m between 09:00-18:00",
                 "'\(Display.clean(raw))' ist keine Zeit zum Läuten: schreib täglich 06:30, werktags 06:30, wochenende 08:00, mo,mi,fr 18:00, 2026-12-24 07:00, 2026-12-24T07:00:30 oder every 45m-90m between 09:00-18:00"))
         }
@@ -37,11 +37,11 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
         if words[0] == "every" {
             guard words.count == 4, words[2] == "between" else { throw fail() }
             let spacing: RandomBells
-            do { spacing = try RandomBells(parsing: words[1]) } catch { throw fail(tr("the spacing", "der Abstand")) }
-            guard spacing.minimum >= 60_000 else { throw fail(tr("bells at least a minute apart", "Glocken mindestens eine Minute auseinander")) }
+            do { spacing = try RandomBells(parsing: words[1]) } catch { throw fail(both("the spacing", "der Abstand")) }
+            guard spacing.minimum >= 60_000 else { throw fail(both("bells at least a minute apart", "Glocken mindestens eine Minute auseinander")) }
             let range = words[3].split(separator: "-", omittingEmptySubsequences: false)
             guard range.count == 2, let from = Self.clock(String(range[0])), let to = Self.clock(String(range[1])),
-                  from < to else { throw fail(tr("the window", "das Zeitfenster")) }
+                  from < to else { throw fail(both("the window", "das Zeitfenster")) }
             self = .window(minimum: spacing.minimum, maximum: spacing.maximum, from: from, to: to)
             return
         }
@@ -63,7 +63,7 @@ public enum ScheduleWhen: Sendable, Equatable, Codable, CustomStringConvertible 
         default:
             var days = Set<Int>()
             for name in words[0].split(separator: ",", omittingEmptySubsequences: false) {
-                guard let day = Self.dayWords[String(name)] else { throw fail(tr("'\(name)' is not a day", "'\(name)' ist kein Tag")) }
+                guard let day = Self.dayWords[String(name)] else { throw fail(both("'\(name)' is not a day", "'\(name)' ist kein Tag")) }
                 days.insert(day)
             }
             self = .weekly(days: days, time: time)

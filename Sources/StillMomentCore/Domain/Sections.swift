@@ -25,33 +25,33 @@ public struct Sections: Sendable, Equatable, Codable, CustomStringConvertible {
     public init(parsing text: String) throws(CoreError) {
         let items = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0).trimmingWhitespace() }
         guard text.utf8.count <= 2000, items.count <= Self.maxCount else {
-            throw CoreError.badValue(option: "--sections", reason: tr("more than \(Self.maxCount) sections", "mehr als \(Self.maxCount) Abschnitte"))
+            throw CoreError.badValue(option: "--sections", reason: both("more than \(Self.maxCount) sections", "mehr als \(Self.maxCount) Abschnitte"))
         }
         var list: [Section] = []
         for item in items {
             let words = item.split(whereSeparator: { $0.isWhitespace })
             guard words.count == 2 else {
-                throw CoreError.badValue(option: "--sections", reason: tr("'\(item)' is not a section: write it like sit 25m or walk 5m", "'\(item)' ist kein Abschnitt: schreib ihn wie sit 25m oder walk 5m"))
+                throw CoreError.badValue(option: "--sections", reason: both("'\(item)' is not a section: write it like sit 25m or walk 5m", "'\(item)' ist kein Abschnitt: schreib ihn wie sit 25m oder walk 5m"))
             }
             let kinds: [String: Section.Kind] = ["sit": .sit, "walk": .walk, "sitzen": .sit, "gehen": .walk]
             guard let kind = kinds[words[0].lowercased()] else {
-                throw CoreError.badValue(option: "--sections", reason: tr("'\(words[0])' is not sit or walk", "'\(words[0])' ist weder sit noch walk"))
+                throw CoreError.badValue(option: "--sections", reason: both("'\(words[0])' is not sit or walk", "'\(words[0])' ist weder sit noch walk"))
             }
             let ms: Int64
             do { ms = try TimeText.parse(String(words[1])) } catch {
-                throw CoreError.badValue(option: "--sections", reason: error.description)
+                throw CoreError.badValue(option: "--sections", reason: .rendering { error.description })
             }
             guard ms >= Self.minSection else {
-                throw CoreError.badValue(option: "--sections", reason: tr("'\(item)' is shorter than 10 s", "'\(item)' ist kürzer als 10 s"))
+                throw CoreError.badValue(option: "--sections", reason: both("'\(item)' is shorter than 10 s", "'\(item)' ist kürzer als 10 s"))
             }
             list.append(Section(kind, ms))
         }
         guard list.contains(where: { $0.kind == .sit }) else {
-            throw CoreError.badValue(option: "--sections", reason: tr("there is no sit section", "es gibt keinen Sitz-Abschnitt"))
+            throw CoreError.badValue(option: "--sections", reason: both("there is no sit section", "es gibt keinen Sitz-Abschnitt"))
         }
         self.list = list
         guard total <= TimerConfiguration.maxDuration else {
-            throw CoreError.badValue(option: "--sections", reason: tr("together longer than 24 h", "zusammen länger als 24 h"))
+            throw CoreError.badValue(option: "--sections", reason: both("together longer than 24 h", "zusammen länger als 24 h"))
         }
     }
 
@@ -114,17 +114,17 @@ public struct RandomBells: Sendable, Equatable, Codable {
     public init(parsing text: String) throws(CoreError) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 2 else {
-            throw CoreError.badValue(option: "--random-bells", reason: tr("'\(text)' is not a range like 3m-10m", "'\(text)' ist kein Bereich wie 3m-10m"))
+            throw CoreError.badValue(option: "--random-bells", reason: both("'\(text)' is not a range like 3m-10m", "'\(text)' ist kein Bereich wie 3m-10m"))
         }
         let lo: Int64, hi: Int64
         do {
             lo = try TimeText.parse(String(parts[0]))
             hi = try TimeText.parse(String(parts[1]))
         } catch {
-            throw CoreError.badValue(option: "--random-bells", reason: error.description)
+            throw CoreError.badValue(option: "--random-bells", reason: .rendering { error.description })
         }
         guard lo >= TimerConfiguration.minInterval, hi >= lo else {
-            throw CoreError.badValue(option: "--random-bells", reason: tr("'\(text)': the shortest spacing is 10 s and MIN is at most MAX", "'\(text)': der kürzeste Abstand ist 10 s, und MIN ist höchstens MAX"))
+            throw CoreError.badValue(option: "--random-bells", reason: both("'\(text)': the shortest spacing is 10 s and MIN is at most MAX", "'\(text)': der kürzeste Abstand ist 10 s, und MIN ist höchstens MAX"))
         }
         self.init(minimum: lo, maximum: hi)
     }

@@ -29,8 +29,8 @@ public enum ShellWords {
                 word.append(ch)
             }
         }
-        guard quote == nil else { throw CoreError.badRequest(tr("a quote is not closed", "ein Anführungszeichen ist nicht geschlossen")) }
-        guard !escaped else { throw CoreError.badRequest(tr("a backslash ends the line", "ein Backslash beendet die Zeile")) }
+        guard quote == nil else { throw CoreError.badRequest(both("a quote is not closed", "ein Anführungszeichen ist nicht geschlossen")) }
+        guard !escaped else { throw CoreError.badRequest(both("a backslash ends the line", "ein Backslash beendet die Zeile")) }
         if started || !word.isEmpty { words.append(word) }
         return words
     }

@@ -11,28 +11,28 @@ extension TimerConfiguration {
               let intervalVolume = r.intervalVolume, let mode = r.intervalMode, let ambienceID = r.ambience,
               let ambienceVolume = r.ambienceVolume, let device = r.device, let sectionGongID = r.sectionGong,
               let sectionStrikes = r.sectionStrikes
-        else { throw CoreError.damaged("the built-in timer defaults are incomplete") }
+        else { throw CoreError.damaged(.same("the built-in timer defaults are incomplete")) }
         let open = asked.open ?? false
         if let sections = asked.sections {
             if asked.duration != nil {
-                throw CoreError.badRequest(de ? "--sections ersetzt die Dauer: gib nur eines an" : "--sections replaces the duration: give one or the other")
+                throw CoreError.badRequest(both("--sections replaces the duration: give one or the other", "--sections ersetzt die Dauer: gib nur eines an"))
             }
-            if open { throw CoreError.badRequest(de ? "eine offene Sitzung hat keine Abschnitte" : "an open sit has no sections") }
+            if open { throw CoreError.badRequest(both("an open sit has no sections", "eine offene Sitzung hat keine Abschnitte")) }
             duration = sections.total
         } else if open {
             if asked.duration != nil {
-                throw CoreError.badRequest(de ? "eine offene Sitzung hat keine Dauer" : "an open sit has no duration")
+                throw CoreError.badRequest(both("an open sit has no duration", "eine offene Sitzung hat keine Dauer"))
             }
             duration = Self.maxDuration
         }
         guard duration >= 1000 else {
-            throw CoreError.badValue(option: "--duration", reason: de ? "\(TimeText.compact(duration)) ist kürzer als 1 s" : "\(TimeText.compact(duration)) is shorter than 1 s")
+            throw CoreError.badValue(option: "--duration", reason: both("\(TimeText.compact(duration)) is shorter than 1 s", "\(TimeText.compact(duration)) ist kürzer als 1 s"))
         }
         guard duration <= Self.maxDuration else {
-            throw CoreError.badValue(option: "--duration", reason: de ? "\(TimeText.compact(duration)) ist länger als 24 h" : "\(TimeText.compact(duration)) is longer than 24 h")
+            throw CoreError.badValue(option: "--duration", reason: both("\(TimeText.compact(duration)) is longer than 24 h", "\(TimeText.compact(duration)) ist länger als 24 h"))
         }
         guard preparation <= Self.maxPreparation else {
-            throw CoreError.badValue(option: "--preparation", reason: de ? "\(TimeText.compact(preparation)) ist länger als 1 h" : "\(TimeText.compact(preparation)) is longer than 1 h")
+            throw CoreError.badValue(option: "--preparation", reason: both("\(TimeText.compact(preparation)) is longer than 1 h", "\(TimeText.compact(preparation)) ist länger als 1 h"))
         }
         self.duration = duration
         self.preparation = preparation
@@ -53,12 +53,10 @@ extension TimerConfiguration {
         bellsGiven = asked.bells != nil
         if let bells = asked.bells {
             do { intervalTimes = try GongSchedule.bellTimes(bells, duration: duration) } catch {
-                throw CoreError.badValue(option: "", reason: error.description)
+                throw CoreError.badValue(option: "", reason: .rendering { error.description })
             }
             if let outside = intervalTimes.first(where: { t in !sits.contains { $0.contains(t) } }) {
-                throw CoreError.badValue(option: "--bells", reason: de
-                    ? "\(TimeText.compact(outside)) liegt nicht in einem Sitz-Abschnitt"
-                    : "\(TimeText.compact(outside)) is not within a sit section")
+                throw CoreError.badValue(option: "--bells", reason: both("\(TimeText.compact(outside)) is not within a sit section", "\(TimeText.compact(outside)) liegt nicht in einem Sitz-Abschnitt"))
             }
         } else {
             switch r.interval ?? .off {
@@ -68,9 +66,7 @@ extension TimerConfiguration {
                 var length: Int64 = r.intervalLength ?? 300_000
                 if case .every(let every) = r.interval { length = every }
                 guard length >= Self.minInterval else {
-                    throw CoreError.badValue(option: "--interval", reason: de
-                        ? "\(TimeText.compact(length)) ist kürzer als 10 s (Intervallgongs klingen höchstens alle 10 s)"
-                        : "\(TimeText.compact(length)) is shorter than 10 s (interval gongs ring at most every 10 s)")
+                    throw CoreError.badValue(option: "--interval", reason: both("\(TimeText.compact(length)) is shorter than 10 s (interval gongs ring at most every 10 s)", "\(TimeText.compact(length)) ist kürzer als 10 s (Intervallgongs klingen höchstens alle 10 s)"))
                 }
                 intervalTimes = sits.flatMap { range in
                     GongSchedule.intervalTimes(duration: range.upperBound - range.lowerBound, interval: length, mode: mode)

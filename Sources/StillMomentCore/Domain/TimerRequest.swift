@@ -59,9 +59,9 @@ public enum TimerOption: String, CaseIterable, Sendable, Codable {
     /// Finds the option for a key, or says which keys there are.
     public static func named(_ key: String) throws(CoreError) -> TimerOption {
         guard let option = TimerOption(rawValue: key) else {
-            throw CoreError.badValue(option: "", reason: Language.current == .de
+            throw CoreError.badValue(option: "", reason: .rendering { Language.current == .de
                 ? "unbekannte Option '\(Display.clean(String(key.prefix(40))))'; es gibt: \(allCases.map(\.rawValue).joined(separator: ", "))"
-                : "unknown option '\(Display.clean(String(key.prefix(40))))'; the options are: \(allCases.map(\.rawValue).joined(separator: ", "))")
+                : "unknown option '\(Display.clean(String(key.prefix(40))))'; the options are: \(allCases.map(\.rawValue).joined(separator: ", "))" })
         }
         return option
     }
@@ -152,7 +152,7 @@ public struct TimerRequest: Sendable, Equatable, Codable {
         case (.seed, .seed(let v)): seed = v
         case (.ambienceDuring, .flag(let v)): ambienceDuringWalks = v
         case (.open, .flag(let v)): open = v
-        default: throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a value of this option", "'\(text)' ist kein Wert dieser Option"))
+        default: throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not a value of this option", "'\(text)' ist kein Wert dieser Option"))
         }
     }
 
@@ -204,7 +204,7 @@ public enum TimerValue: Sendable, Equatable {
     public static func parse(_ raw: String, as option: TimerOption) throws(CoreError) -> TimerValue {
         let text = raw.trimmingWhitespace()
         func time(_ t: String) throws(CoreError) -> Int64 {
-            do { return try TimeText.parse(t) } catch { throw CoreError.badValue(option: option.flag, reason: error.description) }
+            do { return try TimeText.parse(t) } catch { throw CoreError.badValue(option: option.flag, reason: .rendering { error.description }) }
         }
         switch option.kind {
         case .time:
@@ -213,24 +213,24 @@ public enum TimerValue: Sendable, Equatable {
             return .time(offWords.contains(text.lowercased()) ? 0 : try time(text))
         case .volume:
             guard let v = TimeText.decimal(Substring(text)), v >= 0, v <= 1 else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a volume from 0 to 1 (for example 0.5)", "'\(text)' ist keine Lautstärke von 0 bis 1 (zum Beispiel 0.5)"))
+                throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not a volume from 0 to 1 (for example 0.5)", "'\(text)' ist keine Lautstärke von 0 bis 1 (zum Beispiel 0.5)"))
             }
             return .volume(v)
         case .soundID:
             guard !text.isEmpty, text.count <= 100, !text.unicodeScalars.contains(where: Display.isControl) else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a sound id (see `stillmoment sounds`)", "'\(text)' ist kein Klang (siehe `stillmoment sounds`)"))
+                throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not a sound id (see `stillmoment sounds`)", "'\(text)' ist kein Klang (siehe `stillmoment sounds`)"))
             }
             return .text(text)
         case .device:
             return .device(try DeviceName.parse(text, option: option.flag))
         case .count:
             guard text.count <= 2, let n = Int(text), (1...9).contains(n) else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a number from 1 to 9", "'\(text)' ist keine Zahl von 1 bis 9"))
+                throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not a number from 1 to 9", "'\(text)' ist keine Zahl von 1 bis 9"))
             }
             return .count(n)
         case .mode:
             guard let mode = IntervalMode(rawValue: text.lowercased()) else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not one of repeating, after-start, before-end", "'\(text)' ist keines von repeating, after-start, before-end"))
+                throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not one of repeating, after-start, before-end", "'\(text)' ist keines von repeating, after-start, before-end"))
             }
             return .mode(mode)
         case .interval:
@@ -240,22 +240,22 @@ public enum TimerValue: Sendable, Equatable {
             return .interval(.every(try time(text)))
         case .bells:
             guard text.utf8.count <= 200_000 else {
-                throw CoreError.badValue(option: option.flag, reason: tr("more than \(GongSchedule.maxBells) times", "mehr als \(GongSchedule.maxBells) Zeiten"))
+                throw CoreError.badValue(option: option.flag, reason: both("more than \(GongSchedule.maxBells) times", "mehr als \(GongSchedule.maxBells) Zeiten"))
             }
             var list: [BellTime] = []
             for item in text.split(separator: ",", omittingEmptySubsequences: false) {
                 let word = String(item).trimmingWhitespace()
-                guard !word.isEmpty else { throw CoreError.badValue(option: option.flag, reason: tr("an empty time in '\(text)'", "eine leere Zeit in '\(text)'")) }
+                guard !word.isEmpty else { throw CoreError.badValue(option: option.flag, reason: both("an empty time in '\(text)'", "eine leere Zeit in '\(text)'")) }
                 guard list.count < GongSchedule.maxBells else {
-                    throw CoreError.badValue(option: option.flag, reason: tr("more than \(GongSchedule.maxBells) times", "mehr als \(GongSchedule.maxBells) Zeiten"))
+                    throw CoreError.badValue(option: option.flag, reason: both("more than \(GongSchedule.maxBells) times", "mehr als \(GongSchedule.maxBells) Zeiten"))
                 }
                 let parsed: (fromEnd: Bool, ms: Int64)
                 do { parsed = try TimeText.parseSigned(word) } catch {
-                    throw CoreError.badValue(option: option.flag, reason: error.description)
+                    throw CoreError.badValue(option: option.flag, reason: .rendering { error.description })
                 }
                 list.append(BellTime(fromEnd: parsed.fromEnd, milliseconds: parsed.ms))
             }
-            guard !list.isEmpty else { throw CoreError.badValue(option: option.flag, reason: tr("no times given", "keine Zeiten angegeben")) }
+            guard !list.isEmpty else { throw CoreError.badValue(option: option.flag, reason: both("no times given", "keine Zeiten angegeben")) }
             return .bells(list)
         case .sections:
             return .sections(try Sections(parsing: text))
@@ -263,27 +263,27 @@ public enum TimerValue: Sendable, Equatable {
             let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Int(String($0).trimmingWhitespace()) }
             guard (1...2).contains(parts.count), parts.allSatisfy({ $0.map { (1...9).contains($0) } ?? false }),
                   let walk = parts.first ?? nil, let sit = parts.last ?? nil else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not N or WALK,SIT strikes from 1 to 9 (for example 2,1)", "'\(text)' ist nicht N oder GEHEN,SITZEN Schläge von 1 bis 9 (zum Beispiel 2,1)"))
+                throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not N or WALK,SIT strikes from 1 to 9 (for example 2,1)", "'\(text)' ist nicht N oder GEHEN,SITZEN Schläge von 1 bis 9 (zum Beispiel 2,1)"))
             }
             return .strikes(SectionStrikes(intoWalk: walk, intoSit: sit))
         case .range:
             return .range(try RandomBells(parsing: text))
         case .seed:
             guard text.count <= 20, let v = UInt64(text) else {
-                throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not a whole number from 0 to 18446744073709551615", "'\(text)' ist keine ganze Zahl von 0 bis 18446744073709551615"))
+                throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not a whole number from 0 to 18446744073709551615", "'\(text)' ist keine ganze Zahl von 0 bis 18446744073709551615"))
             }
             return .seed(v)
         case .during:
             switch text.lowercased() {
             case "all", "always", "walk", "walks": return .flag(true)
             case "sit", "sits", "sitting": return .flag(false)
-            default: throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not all or sit", "'\(text)' ist weder all noch sit"))
+            default: throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not all or sit", "'\(text)' ist weder all noch sit"))
             }
         case .flag:
             switch text.lowercased() {
             case "yes", "on", "true", "1": return .flag(true)
             case "no", "off", "false", "0": return .flag(false)
-            default: throw CoreError.badValue(option: option.flag, reason: tr("'\(text)' is not yes or no", "'\(text)' ist weder yes noch no"))
+            default: throw CoreError.badValue(option: option.flag, reason: both("'\(text)' is not yes or no", "'\(text)' ist weder yes noch no"))
             }
         }
     }

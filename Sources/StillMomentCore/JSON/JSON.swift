@@ -87,6 +87,12 @@ extension JSON {
         self = (try? JSONValueEncoder.encode(value)) ?? .null
     }
 
+    /// The value with every `LocalizedText` in it written in `language` (an answer or an
+    /// event for one client).
+    public init(encoding value: some Encodable, in language: Language) {
+        self = (try? JSONValueEncoder.encode(value, language: language)) ?? .null
+    }
+
     /// The value decoded as `type`, keys it does not know ignored (what a client reads
     /// from a newer daemon); nil when it does not have that shape.
     public func decoded<T: Decodable>(as type: T.Type) -> T? {
@@ -108,4 +114,13 @@ extension JSON {
         JSONWriter.write(self, into: &out, indent: 0)
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+/// An array's index as a coding key (the coders' paths: `items.[2]`).
+struct JSONIndexKey: CodingKey {
+    let intValue: Int?
+    var stringValue: String { "\(intValue ?? 0)" }
+    init(_ i: Int) { intValue = i }
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { self.intValue = intValue }
 }

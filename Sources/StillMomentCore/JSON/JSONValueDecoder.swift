@@ -225,14 +225,6 @@ private struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 }
 
-private struct Index: CodingKey {
-    let intValue: Int?
-    var stringValue: String { "\(intValue ?? 0)" }
-    init(_ i: Int) { intValue = i }
-    init?(stringValue: String) { nil }
-    init?(intValue: Int) { self.intValue = intValue }
-}
-
 private struct UnkeyedReader: UnkeyedDecodingContainer {
     let array: [JSON]
     let codingPath: [any CodingKey]
@@ -249,7 +241,7 @@ private struct UnkeyedReader: UnkeyedDecodingContainer {
     var isAtEnd: Bool { currentIndex >= array.count }
 
     private mutating func next() throws -> (JSON, [any CodingKey]) {
-        let path = codingPath + [Index(currentIndex)]
+        let path = codingPath + [JSONIndexKey(currentIndex)]
         guard currentIndex < array.count else {
             throw DecodingError.valueNotFound(JSON.self, .init(codingPath: path, debugDescription: "the array ends"))
         }

@@ -9,16 +9,24 @@ public enum JSONValueEncoder {
         public var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
     }
 
-    public static func encode(_ value: some Encodable) throws(Failure) -> JSON {
+    /// `language`: write every `LocalizedText` in it (an answer to one client); nil: both.
+    public static func encode(_ value: some Encodable, language: Language? = nil) throws(Failure) -> JSON {
         if let json = value as? JSON { return json }
         let root = Slot()
-        do { try value.encode(to: ValueEncoder(slot: root, codingPath: [])) } catch let failure as Failure {
+        let context = Context(language: language)
+        do { try value.encode(to: ValueEncoder(slot: root, codingPath: [], context: context)) } catch let failure as Failure {
             throw failure
         } catch {
             throw Failure(path: "", reason: "\(error)")
         }
         return root.json
     }
+}
+
+/// What every encoder of one encode shares: the language texts are written in.
+private struct Context {
+    let language: Language?
+    var userInfo: [CodingUserInfoKey: Any] { language.map { [.language: $0] } ?? [:] }
 }
 
 /// One value being built: a leaf, an object or an array of further slots.
@@ -72,35 +80,37 @@ private func number(_ d: Double, _ codingPath: [any CodingKey]) throws(JSONValue
 }
 
 /// Encodes `value` into `slot`: a JSON as it is, anything else through its own encode(to:).
-private func put(_ value: some Encodable, into slot: Slot, _ codingPath: [any CodingKey]) throws {
+private func put(_ value: some Encodable, into slot: Slot, _ codingPath: [any CodingKey], _ context: Context) throws {
     if let json = value as? JSON {
         slot.set(json)
         return
     }
-    try value.encode(to: ValueEncoder(slot: slot, codingPath: codingPath))
+    try value.encode(to: ValueEncoder(slot: slot, codingPath: codingPath, context: context))
 }
 
 private struct ValueEncoder: Encoder {
     let slot: Slot
     let codingPath: [any CodingKey]
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    let context: Context
+    var userInfo: [CodingUserInfoKey: Any] { context.userInfo }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         slot.makeObject()
-        return KeyedEncodingContainer(KeyedSlot<Key>(slot: slot, codingPath: codingPath))
+        return KeyedEncodingContainer(KeyedSlot<Key>(slot: slot, codingPath: codingPath, context: context))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
         slot.makeArray()
-        return UnkeyedSlot(slot: slot, codingPath: codingPath)
+        return UnkeyedSlot(slot: slot, codingPath: codingPath, context: context)
     }
 
-    func singleValueContainer() -> any SingleValueEncodingContainer { SingleSlot(slot: slot, codingPath: codingPath) }
+    func singleValueContainer() -> any SingleValueEncodingContainer { SingleSlot(slot: slot, codingPath: codingPath, context: context) }
 }
 
 private struct KeyedSlot<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let context: Context
 
     private func leaf(_ value: JSON, _ key: Key) { slot.child(key.stringValue).set(value) }
 
@@ -120,42 +130,35 @@ private struct KeyedSlot<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt32, forKey key: Key) throws { leaf(.number(Double(value)), key) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { leaf(.number(Double(value)), key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        try put(value, into: slot.child(key.stringValue), codingPath + [key])
+        try put(value, into: slot.child(key.stringValue), codingPath + [key], context)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         let child = slot.child(key.stringValue)
         child.makeObject()
-        return KeyedEncodingContainer(KeyedSlot<NestedKey>(slot: child, codingPath: codingPath + [key]))
+        return KeyedEncodingContainer(KeyedSlot<NestedKey>(slot: child, codingPath: codingPath + [key], context: context))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         let child = slot.child(key.stringValue)
         child.makeArray()
-        return UnkeyedSlot(slot: child, codingPath: codingPath + [key])
+        return UnkeyedSlot(slot: child, codingPath: codingPath + [key], context: context)
     }
 
-    mutating func superEncoder() -> any Encoder { ValueEncoder(slot: slot.child("super"), codingPath: codingPath) }
+    mutating func superEncoder() -> any Encoder { ValueEncoder(slot: slot.child("super"), codingPath: codingPath, context: context) }
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        ValueEncoder(slot: slot.child(key.stringValue), codingPath: codingPath + [key])
+        ValueEncoder(slot: slot.child(key.stringValue), codingPath: codingPath + [key], context: context)
     }
-}
-
-private struct Index: CodingKey {
-    let intValue: Int?
-    var stringValue: String { "\(intValue ?? 0)" }
-    init(_ i: Int) { intValue = i }
-    init?(stringValue: String) { nil }
-    init?(intValue: Int) { self.intValue = intValue }
 }
 
 private struct UnkeyedSlot: UnkeyedEncodingContainer {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let context: Context
     var count: Int { slot.array?.count ?? 0 }
 
     private func leaf(_ value: JSON) { slot.appended().set(value) }
-    private var here: [any CodingKey] { codingPath + [Index(count)] }
+    private var here: [any CodingKey] { codingPath + [JSONIndexKey(count)] }
 
     mutating func encodeNil() throws { leaf(.null) }
     mutating func encode(_ value: Bool) throws { leaf(.bool(value)) }
@@ -174,32 +177,33 @@ private struct UnkeyedSlot: UnkeyedEncodingContainer {
     mutating func encode(_ value: UInt64) throws { leaf(.number(Double(value))) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         let path = here
-        try put(value, into: slot.appended(), path)
+        try put(value, into: slot.appended(), path, context)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         let path = here
         let child = slot.appended()
         child.makeObject()
-        return KeyedEncodingContainer(KeyedSlot<NestedKey>(slot: child, codingPath: path))
+        return KeyedEncodingContainer(KeyedSlot<NestedKey>(slot: child, codingPath: path, context: context))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let path = here
         let child = slot.appended()
         child.makeArray()
-        return UnkeyedSlot(slot: child, codingPath: path)
+        return UnkeyedSlot(slot: child, codingPath: path, context: context)
     }
 
     mutating func superEncoder() -> any Encoder {
         let path = here
-        return ValueEncoder(slot: slot.appended(), codingPath: path)
+        return ValueEncoder(slot: slot.appended(), codingPath: path, context: context)
     }
 }
 
 private struct SingleSlot: SingleValueEncodingContainer {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let context: Context
 
     mutating func encodeNil() throws { slot.set(.null) }
     mutating func encode(_ value: Bool) throws { slot.set(.bool(value)) }
@@ -216,5 +220,5 @@ private struct SingleSlot: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt16) throws { slot.set(.number(Double(value))) }
     mutating func encode(_ value: UInt32) throws { slot.set(.number(Double(value))) }
     mutating func encode(_ value: UInt64) throws { slot.set(.number(Double(value))) }
-    mutating func encode<T: Encodable>(_ value: T) throws { try put(value, into: slot, codingPath) }
+    mutating func encode<T: Encodable>(_ value: T) throws { try put(value, into: slot, codingPath, context) }
 }

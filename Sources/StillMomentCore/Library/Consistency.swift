@@ -96,7 +96,7 @@ extension LibraryStore {
         } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.io(path: lock, reason: "\(error)")
+            throw CoreError.io(path: lock, reason: .same("\(error)"))
         }
         if !done.isEmpty {
             let n = files.count
@@ -191,7 +191,7 @@ extension LibraryStore {
         } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.io(path: lock, reason: "\(error)")
+            throw CoreError.io(path: lock, reason: .same("\(error)"))
         }
     }
 
@@ -350,7 +350,7 @@ extension LibraryStore {
         while link(path, target) != 0 {
             guard errno == EEXIST, n < 1000 else {
                 let reason = String(cString: strerror(errno))
-                throw CoreError.io(path: path, reason: tr("cannot move it to \(lostAndFound): \(reason)", "kann nicht nach \(lostAndFound) verschoben werden: \(reason)"))
+                throw CoreError.io(path: path, reason: both("cannot move it to \(lostAndFound): \(reason)", "kann nicht nach \(lostAndFound) verschoben werden: \(reason)"))
             }
             n += 1
             target = lostAndFound + "/\(n)-" + base

@@ -47,7 +47,7 @@ public struct Importer: Sendable {
                            progress: (Double) -> Void = { _ in },
                            warn: (String) -> Void = { _ in }) throws(CoreError) -> Outcome {
         if let reason = store.readOnlyReason {
-            throw CoreError.io(path: store.home, reason: tr("cannot import into the library: \(reason)", "in die Bibliothek kann nichts importiert werden: \(reason)"))
+            throw CoreError.io(path: store.home, reason: both("cannot import into the library: \(reason)", "in die Bibliothek kann nichts importiert werden: \(reason)"))
         }
         let shownPath = options.sourceName ?? path
         let source: AudioFile
@@ -57,7 +57,7 @@ public struct Importer: Sendable {
             container = try AudioContainer.detect(source)
             _ = try Self.openDecoder(source, container)   // probe: the engine must be able to play it
         } catch {
-            throw CoreError.unplayable(path: "", reason: error.text().replacingOccurrences(of: path, with: shownPath))
+            throw CoreError.unplayable(path: "", reason: error.words.map { $0.replacingOccurrences(of: path, with: shownPath) })
         }
         let ext: String
         if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
@@ -100,11 +100,11 @@ public struct Importer: Sendable {
             index = (decoder as? MP3Decoder)?.seekIndex
         } catch {
             copy.discard()
-            throw CoreError.unplayable(path: "", reason: Self.text(error).replacingOccurrences(of: copy.path, with: shownPath))
+            throw CoreError.unplayable(path: "", reason: Self.text(error).map { $0.replacingOccurrences(of: copy.path, with: shownPath) })
         }
         guard analysis.frames > 0 else {
             copy.discard()
-            throw CoreError.unplayable(path: shownPath, reason: tr("no decodable audio in the file", "kein abspielbarer Ton in der Datei"))
+            throw CoreError.unplayable(path: shownPath, reason: both("no decodable audio in the file", "kein abspielbarer Ton in der Datei"))
         }
 
         let shown = options.sourceName ?? path
@@ -128,7 +128,7 @@ public struct Importer: Sendable {
                 try meditation.insert(db)
                 if let seekIndex { try LibraryStore.saveSeekIndex(seekIndex, for: id, db) }
                 guard rename(copy.path, finalPath) == 0 else {
-                    throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
+                    throw CoreError.io(path: finalPath, reason: .systemError)
                 }
                 Self.syncFolder(folder)
                 return nil
@@ -152,7 +152,7 @@ public struct Importer: Sendable {
             return nil
         }
         guard let m = try? Meditation(row: row), m.damage == nil else {
-            throw CoreError.damaged(tr("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again",
+            throw CoreError.damaged(both("the catalog entry for this content is damaged; run `stillmoment library verify --repair`, then import again",
                                        "der Katalogeintrag für diesen Inhalt ist beschädigt; führe `stillmoment library verify --repair` aus, dann importiere noch einmal"))
         }
         return m
@@ -169,7 +169,7 @@ public struct Importer: Sendable {
             try store.write { db in
                 try db.execute(sql: "UPDATE meditation SET size = ? WHERE id = ?", arguments: [size, m.id])
                 guard rename(copy.path, finalPath) == 0 else {
-                    throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
+                    throw CoreError.io(path: finalPath, reason: .systemError)
                 }
                 Self.syncFolder(folder)
             }
@@ -184,7 +184,7 @@ public struct Importer: Sendable {
     /// the import does and returns the hash; the copy is removed.
     public static func copyAndHash(_ path: String, into folder: String) throws(CoreError) -> String {
         let source: AudioFile
-        do { source = try AudioFile(path: path) } catch { throw CoreError.unplayable(path: "", reason: error.text()) }
+        do { source = try AudioFile(path: path) } catch { throw CoreError.unplayable(path: "", reason: error.words) }
         let copy = try TempCopy(folder: folder, name: ".import-bench-\(getpid())", from: source)
         defer { copy.discard() }
         return copy.hash
@@ -204,12 +204,12 @@ public struct Importer: Sendable {
     /// the store the same way; `timer --gong ID` / `--ambience ID` then finds it.
     public func importSound(_ path: String, kind: Sound.Kind, name: String, catalog: SoundCatalog) throws(CoreError) -> CustomSound {
         if let reason = store.readOnlyReason {
-            throw CoreError.io(path: store.home, reason: tr("cannot import into the library: \(reason)", "in die Bibliothek kann nichts importiert werden: \(reason)"))
+            throw CoreError.io(path: store.home, reason: both("cannot import into the library: \(reason)", "in die Bibliothek kann nichts importiert werden: \(reason)"))
         }
         let id = Self.slug(name)
-        guard !id.isEmpty else { throw CoreError.badValue(option: "--name", reason: tr("give the sound a name", "gib dem Klang einen Namen")) }
+        guard !id.isEmpty else { throw CoreError.badValue(option: "--name", reason: both("give the sound a name", "gib dem Klang einen Namen")) }
         if catalog.sounds.contains(where: { $0.id == id }) {
-            throw CoreError.badValue(option: "--name", reason: tr("a sound '\(id)' exists already; choose another name",
+            throw CoreError.badValue(option: "--name", reason: both("a sound '\(id)' exists already; choose another name",
                                                                   "einen Klang '\(id)' gibt es schon; wähle einen anderen Namen"))
         }
         let source: AudioFile
@@ -226,7 +226,7 @@ public struct Importer: Sendable {
                 frames = try MP3Decoder(file: source, probe: probe).totalFrames
             }
         } catch {
-            throw CoreError.unplayable(path: "", reason: error.text())
+            throw CoreError.unplayable(path: "", reason: error.words)
         }
         let ext: String
         if case .mp4 = container { ext = "m4a" } else { ext = "mp3" }
@@ -248,7 +248,7 @@ public struct Importer: Sendable {
                     try LibraryStore.saveSoundLength(length, of: sound, db)
                 }
                 guard rename(copy.path, finalPath) == 0 else {
-                    throw CoreError.io(path: finalPath, reason: String(cString: strerror(errno)))
+                    throw CoreError.io(path: finalPath, reason: .systemError)
                 }
                 Self.syncFolder(folder)
             }
@@ -297,8 +297,8 @@ public struct Importer: Sendable {
     static func megabytes(_ bytes: Int64) -> String { "\(max(0, bytes) / 1_000_000) MB" }
 
     /// An error of the analysis (the audio layer's, or another) in the user's language.
-    static func text(_ error: any Error) -> String {
-        (error as? AudioError)?.text() ?? "\(error)"
+    static func text(_ error: any Error) -> LocalizedText {
+        (error as? AudioError)?.words ?? .same("\(error)")
     }
 
     static func clean(_ s: String?) -> String? {
@@ -348,7 +348,7 @@ final class TempCopy: @unchecked Sendable {
         // and our lock it may take ours. Locked, we check the file is still there.
         for _ in 0..<5 {
             fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
+            guard fd >= 0 else { throw CoreError.io(path: path, reason: .systemError) }
             _ = flock(fd, LOCK_EX)
             var st = stat()
             if fstat(fd, &st) == 0 && st.st_nlink > 0 { break }
@@ -356,7 +356,7 @@ final class TempCopy: @unchecked Sendable {
             fd = -1
         }
         guard fd >= 0 else {
-            throw CoreError.io(path: path, reason: tr("another stillmoment process keeps removing this temporary file; try the import again",
+            throw CoreError.io(path: path, reason: both("another stillmoment process keeps removing this temporary file; try the import again",
                                                       "ein anderer stillmoment-Prozess entfernt diese temporäre Datei immer wieder; versuche den Import noch einmal"))
         }
         self.fd = fd
@@ -384,7 +384,7 @@ final class TempCopy: @unchecked Sendable {
             do {
                 n = try source.read(at: offset, into: UnsafeMutableRawBufferPointer(start: buffer, count: chunk))
             } catch {
-                throw CoreError.unplayable(path: "", reason: error.text())
+                throw CoreError.unplayable(path: "", reason: error.words)
             }
             if n == 0 { break }
             if direct && n % 4096 != 0 {
@@ -403,7 +403,7 @@ final class TempCopy: @unchecked Sendable {
                         continue
                     }
                     let reason = errno == EFBIG || errno == ENOSPC ? tr("the disk is full", "der Datenträger ist voll") : String(cString: strerror(errno))
-                    throw CoreError.io(path: source.path, reason: tr("cannot copy it into the store: \(reason)", "kann nicht in die Bibliothek kopiert werden: \(reason)"))
+                    throw CoreError.io(path: source.path, reason: both("cannot copy it into the store: \(reason)", "kann nicht in die Bibliothek kopiert werden: \(reason)"))
                 }
                 written += w
             }
@@ -412,12 +412,12 @@ final class TempCopy: @unchecked Sendable {
         }
         var st = stat()
         if offset != source.size || fstat(source.fd, &st) != 0 || UInt64(st.st_size) != offset {
-            throw CoreError.unplayable(path: source.path, reason: tr("the file changed while it was being copied; try again when it is complete",
+            throw CoreError.unplayable(path: source.path, reason: both("the file changed while it was being copied; try again when it is complete",
                                                                      "die Datei hat sich beim Kopieren verändert; versuche es noch einmal, wenn sie vollständig ist"))
         }
         guard fsync(fd) == 0 else {
             let reason = errno == ENOSPC || errno == EFBIG ? tr("the disk is full", "der Datenträger ist voll") : String(cString: strerror(errno))
-            throw CoreError.io(path: source.path, reason: tr("cannot copy it into the store: \(reason)", "kann nicht in die Bibliothek kopiert werden: \(reason)"))
+            throw CoreError.io(path: source.path, reason: both("cannot copy it into the store: \(reason)", "kann nicht in die Bibliothek kopiert werden: \(reason)"))
         }
         size = offset
         hash = hasher.finish()

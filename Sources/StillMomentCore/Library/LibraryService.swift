@@ -104,10 +104,10 @@ public struct LibraryService: Sendable {
             case .clear?: return nil
             case .set(let ms)?:
                 guard ms >= 0 else {
-                    throw CoreError.badValue(option: field, reason: tr("a time in the meditation is not negative", "eine Zeit in der Meditation ist nicht negativ"))
+                    throw CoreError.badValue(option: field, reason: both("a time in the meditation is not negative", "eine Zeit in der Meditation ist nicht negativ"))
                 }
                 guard ms <= length else {
-                    throw CoreError.badValue(option: field, reason: tr(
+                    throw CoreError.badValue(option: field, reason: both(
                         "\(TimeText.clock(ms)) is past the end (\(TimeText.clock(length)))",
                         "\(TimeText.clock(ms)) liegt hinter dem Ende (\(TimeText.clock(length)))"))
                 }
@@ -118,7 +118,7 @@ public struct LibraryService: Sendable {
         m.trimEnd = try trim(edit.trimEnd, "trimEnd", m.trimEnd)
         guard (m.trimStart ?? 0) < (m.trimEnd ?? length) else {
             let range = "\(TimeText.clock(m.trimStart ?? 0)) – \(TimeText.clock(m.trimEnd ?? length))"
-            throw CoreError.badRequest(tr("the trim range is empty: \(range)", "der Zuschnitt ist leer: \(range)"))
+            throw CoreError.badRequest(both("the trim range is empty: \(range)", "der Zuschnitt ist leer: \(range)"))
         }
         func gong(_ change: FieldChange<String>?, _ current: String?) throws(CoreError) -> String? {
             switch change {

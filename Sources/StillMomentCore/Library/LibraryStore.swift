@@ -72,7 +72,7 @@ public final class LibraryStore: Sendable {
         } catch let error as CoreError {
             failure = error
         } catch {
-            failure = CoreError.io(path: databasePath, reason: tr("cannot open the catalog: ", "der Katalog lässt sich nicht öffnen: ") + Self.reason(error))
+            failure = CoreError.io(path: databasePath, reason: both("cannot open the catalog: ", "der Katalog lässt sich nicht öffnen: ") + Self.reason(error))
         }
         if let writable {
             pool = writable
@@ -81,7 +81,7 @@ public final class LibraryStore: Sendable {
             // A read-only or full file system: read what is there, change nothing.
             var st = stat()
             guard let failure, stat(path, &st) == 0, st.st_size > 0 else {
-                throw failure ?? CoreError.io(path: path, reason: tr("cannot open the catalog", "der Katalog lässt sich nicht öffnen"))
+                throw failure ?? CoreError.io(path: path, reason: both("cannot open the catalog", "der Katalog lässt sich nicht öffnen"))
             }
             var readConfig = config
             readConfig.readonly = true
@@ -112,7 +112,7 @@ public final class LibraryStore: Sendable {
         if fd >= 0 {
             close(fd)
         } else if errno != EEXIST {
-            throw CoreError.io(path: path, reason: String(cString: strerror(errno)))
+            throw CoreError.io(path: path, reason: .systemError)
         }
         for file in [path, path + "-wal", path + "-shm"] {
             var st = stat()
@@ -221,10 +221,10 @@ public final class LibraryStore: Sendable {
     static func withLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
         var fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 && (errno == EROFS || errno == EACCES) { fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw CoreError.io(path: path, reason: .systemError) }
         defer { close(fd) }
         while flock(fd, LOCK_EX) != 0 {
-            if errno != EINTR { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
+            if errno != EINTR { throw CoreError.io(path: path, reason: .systemError) }
         }
         return try body()
     }
@@ -245,7 +245,7 @@ public final class LibraryStore: Sendable {
         do { return try pool.read(body) } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.io(path: databasePath, reason: Self.reason(error))
+            throw CoreError.io(path: databasePath, reason: .rendering { Self.reason(error) })
         }
     }
 
@@ -255,18 +255,18 @@ public final class LibraryStore: Sendable {
         do { try pool.read(body) } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.io(path: databasePath, reason: Self.reason(error))
+            throw CoreError.io(path: databasePath, reason: .rendering { Self.reason(error) })
         }
     }
 
     func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
         if let readOnlyReason {
-            throw CoreError.io(path: databasePath, reason: tr("cannot change the library: \(readOnlyReason)", "die Bibliothek lässt sich nicht ändern: \(readOnlyReason)"))
+            throw CoreError.io(path: databasePath, reason: both("cannot change the library: \(readOnlyReason)", "die Bibliothek lässt sich nicht ändern: \(readOnlyReason)"))
         }
         do { return try pool.write(body) } catch let error as CoreError {
             throw error
         } catch {
-            throw CoreError.io(path: databasePath, reason: Self.reason(error))
+            throw CoreError.io(path: databasePath, reason: .rendering { Self.reason(error) })
         }
     }
 
@@ -284,10 +284,10 @@ public final class LibraryStore: Sendable {
             throw CoreError.ambiguous(key: Display.clean(key), matches: names)
         }
         let damaged = (try? catalogRows().damaged.count) ?? 0
-        let hint = damaged == 0 ? ""
-            : damaged == 1 ? tr("; 1 catalog entry is damaged (see `stillmoment library verify`)",
+        let hint: LocalizedText = damaged == 0 ? .same("")
+            : damaged == 1 ? both("; 1 catalog entry is damaged (see `stillmoment library verify`)",
                                 "; 1 Katalogeintrag ist beschädigt (siehe `stillmoment library verify`)")
-            : tr("; \(damaged) catalog entries are damaged (see `stillmoment library verify`)",
+            : both("; \(damaged) catalog entries are damaged (see `stillmoment library verify`)",
                  "; \(damaged) Katalogeinträge sind beschädigt (siehe `stillmoment library verify`)")
         throw CoreError.notFound(key: Display.clean(key), hint: hint)
     }
@@ -321,12 +321,12 @@ public final class LibraryStore: Sendable {
     public func delete(_ m: Meditation, force: Bool = false) throws(CoreError) {
         let users = try ScheduleStore(store: self).entries(using: m.id)
         if !users.isEmpty && !force {
-            throw ScheduleStore.inUse(tr("the meditation '\(m.name)'", "die Meditation '\(m.name)'"), by: users)
+            throw ScheduleStore.inUse(both("the meditation '\(m.name)'", "die Meditation '\(m.name)'"), by: users)
         }
         try ScheduleStore(store: self).keepName(m.name, of: m.id, in: users)
         _ = try write { db in try m.delete(db) }
         if unlink(path(of: m)) != 0 && errno != ENOENT {
-            throw CoreError.io(path: path(of: m), reason: String(cString: strerror(errno)))
+            throw CoreError.io(path: path(of: m), reason: .systemError)
         }
     }
 
@@ -378,7 +378,7 @@ public final class LibraryStore: Sendable {
 public enum ContentHash {
     public static func of(file path: String) throws(CoreError) -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw CoreError.io(path: path, reason: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw CoreError.io(path: path, reason: .systemError) }
         defer { close(fd) }
         let hasher = Hasher128()
         var buf = [UInt8](repeating: 0, count: 1 << 20)
@@ -386,7 +386,7 @@ public enum ContentHash {
             let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw CoreError.io(path: path, reason: String(cString: strerror(errno)))
+                throw CoreError.io(path: path, reason: .systemError)
             }
             if n == 0 { break }
             buf.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }

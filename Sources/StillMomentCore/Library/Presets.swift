@@ -30,7 +30,7 @@ public struct PresetStore: Sendable {
     public static func checkName(_ raw: String) throws(CoreError) -> String {
         let name = try Names.check(raw, option: "", maxLength: 60)
         guard !name.hasPrefix("-") else {
-            throw CoreError.badValue(option: "", reason: tr("'\(Display.clean(name))' is not a preset name: it cannot start with '-'",
+            throw CoreError.badValue(option: "", reason: both("'\(Display.clean(name))' is not a preset name: it cannot start with '-'",
                                                            "'\(Display.clean(name))' ist kein Vorlagenname: er kann nicht mit '-' beginnen"))
         }
         return name
@@ -50,7 +50,7 @@ public struct PresetStore: Sendable {
                 ON CONFLICT(name) DO UPDATE SET request = excluded.request, updated = excluded.updated
                 """, arguments: [UUID().uuidString.lowercased(), name, json, now, now])
         }
-        guard let saved = try find(name) else { throw CoreError.io(path: store.databasePath, reason: "the preset was not saved") }
+        guard let saved = try find(name) else { throw CoreError.io(path: store.databasePath, reason: .same("the preset was not saved")) }
         return saved
     }
 
@@ -78,16 +78,16 @@ public struct PresetStore: Sendable {
     public func require(_ name: String) throws(CoreError) -> Preset {
         if let p = try find(name) { return p }
         let names = try all().map(\.name)
-        throw CoreError.badValue(option: "--preset", reason: Language.current == .de
+        throw CoreError.badValue(option: "--preset", reason: .rendering { Language.current == .de
             ? "keine Vorlage '\(Display.clean(name))'" + (names.isEmpty ? " (es gibt noch keine: `stillmoment preset save NAME …`)" : "; es gibt: \(names.joined(separator: ", "))")
-            : "no preset '\(Display.clean(name))'" + (names.isEmpty ? " (there are none yet: `stillmoment preset save NAME …`)" : "; the presets are: \(names.joined(separator: ", "))"))
+            : "no preset '\(Display.clean(name))'" + (names.isEmpty ? " (there are none yet: `stillmoment preset save NAME …`)" : "; the presets are: \(names.joined(separator: ", "))") })
     }
 
     public func rename(_ old: String, to new: String) throws(CoreError) {
         let target = try Self.checkName(new)
         let preset = try require(old)
         if target.lowercased() != preset.name.lowercased(), try find(target) != nil {
-            throw CoreError.badValue(option: "", reason: "a preset '\(target)' exists already")
+            throw CoreError.badValue(option: "", reason: both("a preset '\(target)' exists already", "eine Vorlage '\(target)' gibt es schon"))
         }
         let from = preset.name
         try store.write { db in
@@ -102,7 +102,7 @@ public struct PresetStore: Sendable {
         let preset = try require(name)
         let users = try ScheduleStore(store: store).entries(using: preset.id)
         if !users.isEmpty && !force {
-            throw ScheduleStore.inUse(tr("the preset '\(Display.clean(preset.name))'", "die Vorlage '\(Display.clean(preset.name))'"), by: users)
+            throw ScheduleStore.inUse(both("the preset '\(Display.clean(preset.name))'", "die Vorlage '\(Display.clean(preset.name))'"), by: users)
         }
         try ScheduleStore(store: store).keepName(preset.name, of: preset.id, in: users)
         let key = preset.name
@@ -132,9 +132,9 @@ extension TimerConfiguration {
         } catch {
             if let preset, case .unknownSound(let id, let kind, _) = error,
                [preset.request.gong, preset.request.intervalGong, preset.request.ambience, preset.request.sectionGong].contains(id) {
-                throw CoreError.badValue(option: "--preset", reason: Language.current == .de
+                throw CoreError.badValue(option: "--preset", reason: .rendering { Language.current == .de
                     ? "die Vorlage '\(preset.name)' nennt den Klang '\(id)' (\(kind)), den es nicht mehr gibt; speichere sie mit einem anderen neu"
-                    : "the preset '\(preset.name)' names the \(kind) '\(id)', which was removed; save it again with another")
+                    : "the preset '\(preset.name)' names the \(kind) '\(id)', which was removed; save it again with another" })
             }
             throw error
         }

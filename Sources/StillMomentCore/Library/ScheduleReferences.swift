@@ -38,6 +38,9 @@ public enum ScheduleProblem: Sendable, Equatable {
     case presetGone(String)
     case meditationGone(String)
 
+    /// The problem in both languages.
+    public var words: LocalizedText { LocalizedText(en: text(.en), de: text(.de)) }
+
     public func text(_ language: Language = .current) -> String {
         switch (self, language) {
         case (.presetGone(let n), .de): return "die Vorlage '\(Display.clean(n))' wurde gelöscht"
@@ -79,7 +82,7 @@ extension ScheduleStore {
     }
 
     /// The error for deleting something entries use (exit 2; `force` deletes anyway).
-    public static func inUse(_ what: String, by entries: [ScheduleEntry]) -> CoreError {
+    public static func inUse(_ what: LocalizedText, by entries: [ScheduleEntry]) -> CoreError {
         .inUse(what: what, entries: entries.map { "\($0.id)" + ($0.name.map { " (\($0))" } ?? "") })
     }
 

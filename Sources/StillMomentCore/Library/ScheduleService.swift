@@ -42,7 +42,7 @@ public struct ScheduleService: Sendable {
         entry.action = try table.bind(entry.action)
         guard !entry.when.hasPassed(now: now, zone: zone) else { throw passed(entry.when, now: now) }
         guard let id = try table.add([entry], replacing: false, now: now).first, let added = try table.find(id) else {
-            throw CoreError.io(path: store.databasePath, reason: "the entry was not saved")
+            throw CoreError.io(path: store.databasePath, reason: .same("the entry was not saved"))
         }
         changed()
         return added
@@ -68,7 +68,7 @@ public struct ScheduleService: Sendable {
                 entry.action = try table.bind(entry.action, catalog: catalog, settings: settings)
                 if entry.when.hasPassed(now: now, zone: zone) { gone.append(n) } else { keep.append(entry) }
             } catch {
-                throw CoreError.badValue(option: "", reason: tr("line \(n): ", "Zeile \(n): ") + error.description)
+                throw CoreError.badValue(option: "", reason: both("line \(n): ", "Zeile \(n): ") + error.description)
             }
         }
         try table.add(keep, replacing: replacing, now: now)
@@ -145,6 +145,6 @@ public struct ScheduleService: Sendable {
     /// A one-off time that has passed: it would never ring.
     public func passed(_ when: ScheduleWhen, now: Int64) -> CoreError {
         let clock = zone.localTime(now).shown(seconds: true)
-        return CoreError.badValue(option: "WHEN", reason: tr("'\(when)' has passed (it is \(clock) now)", "'\(when)' ist vorbei (jetzt ist \(clock))"))
+        return CoreError.badValue(option: "WHEN", reason: both("'\(when)' has passed (it is \(clock) now)", "'\(when)' ist vorbei (jetzt ist \(clock))"))
     }
 }

@@ -109,7 +109,7 @@ public struct NewScheduleEntry: Sendable, Equatable {
     /// user does, in their settings, presets and own commands.
     public func checkForTimetable() throws(CoreError) {
         if case .timer(_, let request) = action, request.device != nil {
-            throw CoreError.badValue(option: "--device", reason: tr(
+            throw CoreError.badValue(option: "--device", reason: both(
                 "a timetable file does not choose the sound device; name a preset that does, or add the entry with `schedule add`",
                 "eine Zeitplandatei wählt kein Audiogerät; nenne eine Vorlage, die es tut, oder füge den Eintrag mit `schedule add` hinzu"))
         }
@@ -177,7 +177,7 @@ public struct ScheduleStore: Sendable {
     @discardableResult
     public func add(when: ScheduleWhen, action: ScheduleAction, name: String?, now: Int64) throws(CoreError) -> ScheduleEntry {
         let ids = try add([NewScheduleEntry(when: when, action: action, name: name)], replacing: false, now: now)
-        guard let id = ids.first, let entry = try find(id) else { throw CoreError.io(path: store.databasePath, reason: "the entry was not saved") }
+        guard let id = ids.first, let entry = try find(id) else { throw CoreError.io(path: store.databasePath, reason: .same("the entry was not saved")) }
         return entry
     }
 
@@ -189,7 +189,7 @@ public struct ScheduleStore: Sendable {
         var rows: [(name: String?, when: String, action: String, enabled: Bool, seed: Int64)] = []
         for e in entries {
             guard e.action.references.allSatisfy({ $0.id != nil }) else {
-                throw CoreError.badRequest("the entry's preset or meditation is not bound")
+                throw CoreError.badRequest(.same("the entry's preset or meditation is not bound"))
             }
             rows.append((e.name, e.when.description, JSON(encoding: e.action).line, e.enabled,
                          Int64(bitPattern: UInt64.random(in: 0...UInt64.max))))
@@ -199,9 +199,9 @@ public struct ScheduleStore: Sendable {
             let present = replacing ? 0 : try Int.fetchOne(db, sql: "SELECT count(*) FROM schedule") ?? 0
             guard present + added.count <= limit else {
                 throw CoreError.badRequest(present == 0
-                    ? tr("the schedule holds \(limit) entries at most (this is \(added.count))",
+                    ? both("the schedule holds \(limit) entries at most (this is \(added.count))",
                          "der Zeitplan fasst höchstens \(limit) Einträge (das sind \(added.count))")
-                    : tr("the schedule holds \(limit) entries at most (\(present) there and \(added.count) new)",
+                    : both("the schedule holds \(limit) entries at most (\(present) there and \(added.count) new)",
                          "der Zeitplan fasst höchstens \(limit) Einträge (\(present) vorhanden und \(added.count) neue)"))
             }
             if replacing { try db.execute(sql: "DELETE FROM schedule") }
@@ -227,9 +227,9 @@ public struct ScheduleStore: Sendable {
 
     public func require(_ id: String) throws(CoreError) -> ScheduleEntry {
         guard let n = Int64(id.trimmingWhitespace()), let e = try find(n) else {
-            throw CoreError.badValue(option: "", reason: Language.current == .de
+            throw CoreError.badValue(option: "", reason: .rendering { Language.current == .de
                 ? "kein Eintrag \(Display.clean(id)) im Zeitplan (siehe `stillmoment schedule list`)"
-                : "no entry \(Display.clean(id)) in the schedule (see `stillmoment schedule list`)")
+                : "no entry \(Display.clean(id)) in the schedule (see `stillmoment schedule list`)" })
         }
         return e
     }

@@ -9,9 +9,9 @@ public final class BellSession: Session {
 
     public init(sound: Sound, strikes: Int, volume: Double, catalog: SoundCatalog, output: SessionOutput,
                 sampleRate: Int = 44100) throws(CoreError) {
-        guard (1...9).contains(strikes) else { throw CoreError.badValue(option: "--strikes", reason: "\(strikes) is not from 1 to 9") }
-        guard volume >= 0, volume <= 1 else { throw CoreError.badValue(option: "--volume", reason: "\(volume) is not from 0 to 1") }
-        guard let path = catalog.path(of: sound) else { throw CoreError.damaged("the sound \(sound.id) has no file") }
+        guard (1...9).contains(strikes) else { throw CoreError.badValue(option: "--strikes", reason: both("\(strikes) is not from 1 to 9", "\(strikes) liegt nicht zwischen 1 und 9")) }
+        guard volume >= 0, volume <= 1 else { throw CoreError.badValue(option: "--volume", reason: both("\(volume) is not from 0 to 1", "\(volume) liegt nicht zwischen 0 und 1")) }
+        guard let path = catalog.path(of: sound) else { throw CoreError.damaged(both("the sound \(sound.id) has no file", "der Klang \(sound.id) hat keine Datei")) }
         self.sound = sound
         let engine = try output.makeEngine(sampleRate: sampleRate)
         self.engine = engine

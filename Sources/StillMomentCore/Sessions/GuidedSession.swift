@@ -32,7 +32,7 @@ public final class GuidedSession: Session {
         let trimStart = m.trimStart ?? 0
         let trimEnd = m.trimEnd ?? m.durationMilliseconds
         if from > 0, from >= trimEnd - trimStart {
-            throw CoreError.badValue(option: "--from", reason: tr("\(TimeText.clock(from)) is past the end of \(m.name) (\(TimeText.clock(trimEnd - trimStart)))", "\(TimeText.clock(from)) liegt hinter dem Ende von \(m.name) (\(TimeText.clock(trimEnd - trimStart)))"))
+            throw CoreError.badValue(option: "--from", reason: both("\(TimeText.clock(from)) is past the end of \(m.name) (\(TimeText.clock(trimEnd - trimStart)))", "\(TimeText.clock(from)) liegt hinter dem Ende von \(m.name) (\(TimeText.clock(trimEnd - trimStart)))"))
         }
         let begin = min(max(trimStart, trimStart + from), trimEnd)
         fileStart = begin

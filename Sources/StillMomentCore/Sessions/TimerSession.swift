@@ -42,7 +42,7 @@ public final class TimerSession: Session {
         // Open each sound once now: a missing or damaged file is an error before we start,
         // and the gong's exact length places the ambience and the end of the session.
         func length(_ sound: Sound, loop: Bool = false) throws(CoreError) -> CountedSound {
-            guard let path = catalog.path(of: sound) else { throw CoreError.damaged("the sound \(sound.id) has no file") }
+            guard let path = catalog.path(of: sound) else { throw CoreError.damaged(both("the sound \(sound.id) has no file", "der Klang \(sound.id) hat keine Datei")) }
             do { return try CountedSound(path: path, engineRate: rate, loop: loop, knownFrames: sound.frames) } catch {
                 throw CoreError.audio(error)
             }
@@ -101,7 +101,7 @@ public final class TimerSession: Session {
     public static func plan(for configuration: TimerConfiguration, catalog: SoundCatalog,
                             sampleRate: Int = 44100) throws(CoreError) -> TimerPlan {
         guard let path = catalog.path(of: configuration.gong) else {
-            throw CoreError.damaged("the sound \(configuration.gong.id) has no file")
+            throw CoreError.damaged(both("the sound \(configuration.gong.id) has no file", "der Klang \(configuration.gong.id) hat keine Datei"))
         }
         let frames: Int64
         do { frames = try CountedSound(path: path, engineRate: sampleRate, knownFrames: configuration.gong.frames).frames } catch {

@@ -2,7 +2,7 @@
 public enum ByteSize {
     public static func parse(_ text: String, option: String) throws(CoreError) -> Int64 {
         let t = text.trimmingWhitespace().uppercased()
-        let bad = CoreError.badValue(option: option, reason: tr(
+        let bad = CoreError.badValue(option: option, reason: both(
             "'\(Display.clean(String(text.prefix(40))))' is not a size from 1K to 64G (e.g. 500M, 2G)",
             "'\(Display.clean(String(text.prefix(40))))' ist keine Größe von 1K bis 64G (z. B. 500M, 2G)"))
         var number = Substring(t)

@@ -13,7 +13,7 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
 
     public init(_ text: String) throws(CoreError) {
         let t = text.trimmingWhitespace()
-        let bad = CoreError.badValue(option: "--listen", reason: tr(
+        let bad = CoreError.badValue(option: "--listen", reason: both(
             "'\(Display.clean(String(t.prefix(60))))' is not ADDRESS:PORT (e.g. 127.0.0.1:8181, 0.0.0.0:8181 or [::]:8181)",
             "'\(Display.clean(String(t.prefix(60))))' ist nicht ADRESSE:PORT (z. B. 127.0.0.1:8181, 0.0.0.0:8181 oder [::]:8181)"))
         var host: Substring, portText: Substring
