@@ -20,21 +20,42 @@ public final class WebAPI {
         case respond(Response)
         /// Server-sent events from now on, for this paired device.
         case stream(device: Int64)
-        /// An answer computed on a worker thread (an import's analysis, a request to the
-        /// daemon); with a fallback, that answer if the job has not answered after `after` s.
-        case background(@Sendable () -> Response, fallback: (after: Double, response: Response)? = nil)
+        /// An answer computed on a worker thread (an import's analysis).
+        case background(@Sendable () -> Response)
+        /// A request to the daemon, sent over the web app's one connection (DaemonLink).
+        case daemon(DaemonRequest)
+    }
+
+    /// A request to the daemon: answered when the daemon answers, or, when it is late,
+    /// after `patience` seconds with what `late` says.
+    struct DaemonRequest {
+        var command: ControlCommand
+        var args: [String: JSON]
+        /// Whether a daemon is started for it when none runs.
+        var start: Bool
+        /// How long the link waits for the daemon's answer (a start included).
+        var timeout: Double
+        /// How long the browser waits for it.
+        var patience: Double
     }
 
     /// How long /api/status waits for the daemon before it says the daemon is not answering.
     static let statusPatience = 0.04
 
-    /// A request to the daemon, never on the HTTP thread: a daemon that is slow, held or
-    /// restarting delays that answer only, never the pages or another browser.
+    /// A request to the daemon, never waited for on the HTTP thread: a daemon that is slow,
+    /// held or restarting delays that answer only, never the pages or another browser.
     static func daemon(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool) -> Outcome {
-        let fallback: (after: Double, response: Response)? = command == .status
-            ? (statusPatience, .json(.object(["state": .string("idle"), "daemon": .string("not answering")])))
-            : nil
-        return .background({ control(command, args, start: start) }, fallback: fallback)
+        let timeout = start ? 20.0 : 5.0
+        return .daemon(DaemonRequest(command: command, args: args, start: start, timeout: timeout,
+                                     patience: command == .status ? statusPatience : timeout + 1))
+    }
+
+    /// What a browser is told when the daemon's answer is late (the link stands as `health`).
+    static func late(_ command: ControlCommand, health: DaemonLink.Health) -> Response {
+        let why = health == .starting ? "starting" : "not answering"
+        if command == .status { return .json(.object(["state": .string("idle"), "daemon": .string(why)])) }
+        return .error(504, "daemon", health == .starting ? tr("the daemon is starting: try again", "der Daemon startet gerade: bitte noch einmal")
+                                                         : tr("the daemon does not answer", "der Daemon antwortet nicht"))
     }
 
     let store: LibraryStore
@@ -179,7 +200,7 @@ public final class WebAPI {
         case ("DELETE", "meditations", 2): return .respond(delete(parts[1], force: r.query["force"] == "1"))
         case ("PUT", "import", 1):
             guard let upload else { return .respond(.error(400, "empty", tr("no file came with the upload", "mit dem Hochladen kam keine Datei"))) }
-            return .background(importJob(upload), fallback: nil)
+            return .background(importJob(upload))
         case ("GET", "practice", 1): return .respond(practice())
         case ("GET", "schedules", 1): return .respond(schedules())
         case ("POST", "schedules", 2): return .respond(setSchedule(parts[1], args))
@@ -237,30 +258,30 @@ public final class WebAPI {
 
     // MARK: the daemon
 
-    /// A typed command to the daemon; its status as the answer.
-    static func control(_ command: ControlCommand, _ args: [String: JSON], start: Bool) -> Response {
-        do throws(ControlError) {
-            let client = try ControlClient.connect(startIfNeeded: start)
-            let result = try client.request(command, args, timeoutMs: 5000)
-            return .json(result)
-        } catch {
-            switch error {
-            case .noDaemon:
-                if command == .status { return .json(JSON(encoding: Status(state: .idle))) }
-                return .error(409, ErrorCode.noSession.rawValue, tr("nothing is playing", "es läuft nichts"))
-            case .refused(let code, let message):
-                let status: Int
-                switch code {
-                case .noSession, .busy: status = 409
-                case .badArguments, .badRequest: status = 422
-                case .device: status = 503
-                case .forbidden: status = 403
-                default: status = 500
-                }
-                return .error(status, code.rawValue, message)
-            default:
-                return .error(502, "daemon", error.description)
+    /// The daemon's answer (or why there is none) as the browser's.
+    static func answer(_ command: ControlCommand, _ result: Result<JSON, ControlError>) -> Response {
+        switch result {
+        case .success(let json):
+            return .json(json)
+        case .failure(.noDaemon):
+            if command == .status { return .json(JSON(encoding: Status(state: .idle))) }
+            return .error(409, ErrorCode.noSession.rawValue, tr("nothing is playing", "es läuft nichts"))
+        case .failure(.refused(let code, let message)):
+            let status: Int
+            switch code {
+            case .noSession, .busy: status = 409
+            case .badArguments, .badRequest: status = 422
+            case .device: status = 503
+            case .forbidden: status = 403
+            default: status = 500
             }
+            // Said here, in the browser's language, where the code and the command say it all
+            // (the one connection's hello named the web app's language, not this browser's).
+            guard code == .noSession else { return .error(status, code.rawValue, message) }
+            return .error(status, code.rawValue, command == .resume ? tr("nothing is paused", "nichts ist pausiert") : tr("nothing is playing", "es läuft nichts"))
+        case .failure(let error):
+            if command == .status { return .json(.object(["state": .string("idle"), "daemon": .string("not answering")])) }
+            return .error(502, "daemon", error.description)
         }
     }
 
