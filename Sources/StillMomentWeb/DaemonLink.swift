@@ -53,6 +53,10 @@ final class DaemonLink: Sendable {
         var stopping = false
         /// Connections made so far (the tests count them).
         var connections = 0
+        /// When the oldest status request still unanswered was sent (monotonic seconds).
+        var oldestStatus: Double?
+        /// Since when the link is reaching (or starting) the daemon.
+        var connectingSince: Double?
     }
 
     let shared = Mutex(Shared())
@@ -122,6 +126,17 @@ final class DaemonLink: Sendable {
     }
 
     var health: Health { shared.withLock { $0.health } }
+
+    /// Whether the daemon is known not to answer now: a status request (answered at once by a
+    /// daemon that runs) has waited on it for `patience` s already, or the link is still
+    /// reaching or starting it. The status is then answered at once, without joining the queue.
+    func stalled(patience: Double) -> Bool {
+        let now = DaemonLinkLoop.now()
+        return shared.withLock { s in
+            guard let since = [s.oldestStatus, s.connectingSince].compactMap({ $0 }).min() else { return false }
+            return now - since >= patience
+        }
+    }
 
     /// How many connections to the daemon the link has made.
     var connectionCount: Int { shared.withLock { $0.connections } }

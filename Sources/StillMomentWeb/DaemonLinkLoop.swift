@@ -17,7 +17,13 @@ final class DaemonLinkLoop: @unchecked Sendable {
     private var framer = LineFramer(limit: 4 * ControlProtocol.maxMessageBytes)
     /// Requests not yet sent (no connection yet), and those sent, by id.
     private var waiting: [DaemonLink.Ask] = []
-    private var inFlight: [Int: DaemonLink.Ask] = [:]
+    private var inFlight: [Int: (ask: DaemonLink.Ask, sent: Double)] = [:] {
+        didSet {
+            // Status only: a daemon answers it at once, while a start may take its time.
+            let oldest = inFlight.values.filter { $0.ask.command == .status }.map(\.sent).min()
+            link.shared.withLock { $0.oldestStatus = oldest }
+        }
+    }
     private var nextID = 1
     /// The id of the subscription's request while it is unanswered; whether it holds.
     private var subscribing: Int?
@@ -76,7 +82,7 @@ final class DaemonLinkLoop: @unchecked Sendable {
                 subscribed = false
             }
             for ask in waiting {
-                if let id = transmit(ask.command, ask.args) { inFlight[id] = ask } else { ask.reply(.failure(lastFailure)) }
+                if let id = transmit(ask.command, ask.args) { inFlight[id] = (ask, now) } else { ask.reply(.failure(lastFailure)) }
             }
             waiting.removeAll()
             if !needed && now - lastUsed >= link.linger {
@@ -90,7 +96,7 @@ final class DaemonLinkLoop: @unchecked Sendable {
     /// Waits for the wake pipe, the daemon, or the next deadline (a request's, a retry's,
     /// an unused connection's close); with none of them, until woken.
     private func wait(_ now: Double) {
-        var next = inFlight.values.map(\.deadline)
+        var next = inFlight.values.map(\.ask.deadline)
         if fd < 0 && watching { next.append(retryAt) }
         if fd >= 0 && waiting.isEmpty && inFlight.isEmpty && !watching { next.append(lastUsed + link.linger) }
         var timeout: Int32 = -1
@@ -108,7 +114,12 @@ final class DaemonLinkLoop: @unchecked Sendable {
     // MARK: the connection
 
     private func connect(start: Bool) {
-        link.shared.withLock { $0.health = start ? .starting : .connecting }
+        let since = Self.now()
+        link.shared.withLock {
+            $0.health = start ? .starting : .connecting
+            $0.connectingSince = since
+        }
+        defer { link.shared.withLock { $0.connectingSince = nil } }
         do throws(ControlError) {
             let socket = try link.connector(start)
             _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
@@ -148,7 +159,7 @@ final class DaemonLinkLoop: @unchecked Sendable {
         link.log.info("the daemon went away: \(reason.description)")
         lastFailure = reason
         retryAt = Self.now() + backoff
-        for ask in lost { ask.reply(.failure(reason)) }
+        for (ask, _) in lost { ask.reply(.failure(reason)) }
         if wasSubscribed && watching {
             deliver(.object(["event": .string("state"), "data": JSON(encoding: Status(state: .idle)), "daemon": .bool(false)]))
         }
@@ -221,13 +232,13 @@ final class DaemonLinkLoop: @unchecked Sendable {
             return
         }
         // A late answer (its request timed out) finds nothing and is dropped.
-        guard let ask = inFlight.removeValue(forKey: id) else { return }
+        guard let ask = inFlight.removeValue(forKey: id)?.ask else { return }
         if let error = m["error"] { ask.reply(.failure(DaemonLink.refusal(error))) } else { ask.reply(.success(m["result"] ?? .null)) }
     }
 
     /// Requests past their deadline are answered as not answered.
     private func expire(_ now: Double) {
-        for (id, ask) in inFlight where ask.deadline <= now {
+        for (id, (ask, _)) in inFlight where ask.deadline <= now {
             inFlight[id] = nil
             ask.reply(.failure(.lost(tr("the daemon did not answer in time", "der Daemon hat nicht rechtzeitig geantwortet"))))
         }

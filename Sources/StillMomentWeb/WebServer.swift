@@ -179,7 +179,7 @@ public final class WebServer {
         // Asleep until something happens: deadlines only matter while connections exist.
         var timeout: Int32 = -1
         if let next = order.map(\.deadline).min() {
-            timeout = Int32(max(0, min(60_000, (next - now) * 1000 + 5)))
+            timeout = Int32(max(0, min(60_000, ((next - now) * 1000).rounded(.up) + 1)))
         }
         let r = poll(&fds, nfds_t(fds.count), timeout)
         if r < 0 && errno != EINTR { log.error("poll: \(String(cString: strerror(errno)))") }
@@ -439,8 +439,13 @@ public final class WebServer {
                 Self.deliver(.chunk(chunk), to: id, finished, wakeWrite)
             }
         case .daemon(let ask):
-            c.deadline = now + ask.patience
             let link = self.link, command = ask.command
+            if ask.command == .status && link.stalled(patience: ask.patience) {
+                // A daemon that has not answered for that long already: said at once.
+                respond(c, Language.speaking(request.language) { WebAPI.late(command, health: link.health) }, now: now)
+                return
+            }
+            c.deadline = now + ask.patience
             c.fallback = { Language.speaking(request.language) { WebAPI.late(command, health: link.health) } }
             let id = c.id, language = request.language
             link.send(ask.command, ask.args, start: ask.start, timeout: ask.timeout) { [finished = self.finished, wakeWrite = self.wakeWrite] result in

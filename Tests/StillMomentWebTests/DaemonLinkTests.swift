@@ -200,6 +200,23 @@ struct DaemonLinkTests {
         #expect(link.connectionCount == 2)
     }
 
+    @Test("a status unanswered for the patience marks the daemon stalled (the next status is said at once); answered, it is not")
+    func stalled() throws {
+        let hold = Mutex(true)
+        let daemons = ScriptedDaemons { m, d in if !hold.withLock({ $0 }) { d.answer(m, .object([:])) } }
+        let link = DaemonLink(log: Self.log, connector: daemons.connector) {}
+        defer { link.stop() }
+        let answers = Answers()
+        link.send(.status, [:]) { answers.add(0, $0) }
+        #expect(waitUntil(2) { link.stalled(patience: 0.04) })
+        #expect(!link.stalled(patience: 2))
+        hold.withLock { $0 = false }
+        link.send(.status, [:]) { answers.add(1, $0) }
+        #expect(waitUntil(2) { answers.all.contains { $0.n == 1 } })
+        #expect(link.stalled(patience: 0.04), "the first is still unanswered")
+        #expect(waitUntil(6) { answers.all.count == 2 } && !link.stalled(patience: 0.04), "timed out, nothing waits any more")
+    }
+
     @Test("the web API's answers: a daemon's refusal by its HTTP status, a late status says so at once")
     func answers() {
         let late = WebAPI.late(.status, health: .connected)
