@@ -96,7 +96,12 @@ public final class WebServer {
     private let tls: UnsafeMutableRawPointer?
 
     /// With `tls` (CERT, KEY), HTTPS only.
-    public init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)? = nil) throws(WebError) {
+    public convenience init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)? = nil) throws(WebError) {
+        try self.init(options: options, api: api, log: log, tls: tls, daemon: DaemonLink.daemon)
+    }
+
+    /// With `daemon`, how the link reaches the daemon (a test's scripted one).
+    init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)?, daemon: @escaping DaemonLink.Connector) throws(WebError) {
         self.options = options
         if let tls {
             var err = [CChar](repeating: 0, count: 512)
@@ -118,7 +123,7 @@ public final class WebServer {
         wakeRead = fds[0]
         wakeWrite = fds[1]
         let wake = fds[1]
-        link = DaemonLink(log: log) {
+        link = DaemonLink(log: log, connector: daemon) {
             var b: UInt8 = 1
             _ = write(wake, &b, 1)
         }
