@@ -69,6 +69,7 @@ let package = Package(
             dependencies: [
                 "StillMomentCore", "StillMomentControl", "StillMomentAudio", "CTLS",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             resources: [
                 .embedInCode("Shell/index.html"), .embedInCode("Shell/app.js"), .embedInCode("Shell/app.css"),

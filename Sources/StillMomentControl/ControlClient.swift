@@ -162,7 +162,7 @@ public final class ControlClient {
     }
 
     private static func refusal(_ error: JSON) -> ControlError {
-        .refusal(code: error["code"]?.string ?? "error", message: error["message"]?.string ?? "refused")
+        ControlError.refusal(error)
     }
 
     // MARK: the wire

@@ -204,8 +204,10 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
     case noDaemon
     case io(String)
     /// The daemon refused a request: its error code (a code this client does not know,
-    /// from a newer daemon, reads as `failed`) and message.
-    case refused(code: ErrorCode, message: String)
+    /// from a newer daemon, reads as `failed`) and its words, in both languages from a
+    /// version 3 daemon (else the one it answered in), shown in the language of whoever
+    /// shows them (the CLI's user, the browser the web app answers).
+    case refused(code: ErrorCode, words: LocalizedText)
     /// Another daemon holds the lock (its pid, as its lock file says).
     case alreadyRunning(pid: String)
     /// The connection closed or a reply could not be read.
@@ -217,8 +219,15 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// A daemon's refusal, its code and message cleaned of control characters here (they
     /// are printed as they are by whoever catches the error).
-    static func refusal(code: String, message: String) -> ControlError {
-        .refused(code: ErrorCode(rawValue: code) ?? .failed, message: oneLine(message))
+    static func refusal(code: String, words: LocalizedText) -> ControlError {
+        .refused(code: ErrorCode(rawValue: code) ?? .failed, words: words.map(oneLine))
+    }
+
+    /// A daemon's error answer (`{"code", "message", "words": {"en", "de"}}`) as this error.
+    public static func refusal(_ error: JSON) -> ControlError {
+        let message = error["message"]?.string ?? "refused"
+        let words = error["words"]?.decoded(as: LocalizedText.self) ?? .same(message)
+        return refusal(code: error["code"]?.string ?? "failed", words: words)
     }
 
     /// The text without control characters, on one line (tabs become spaces too).
@@ -233,7 +242,7 @@ public enum ControlError: Error, Equatable, Sendable, CustomStringConvertible {
         case .lost(let m):
             // What to do: the daemon's own log says why it went away or stopped answering.
             return "\(m); its log is \(Paths.home)/daemon.log (or `journalctl --user -u stillmoment` under systemd)"
-        case .refused(_, let message): return message
+        case .refused(_, let words): return words.text()
         case .alreadyRunning(let pid):
             return tr("a stillmoment daemon is running already (pid \(Self.oneLine(pid)))",
                       "ein stillmoment-Daemon läuft schon (PID \(Self.oneLine(pid)))")

@@ -69,7 +69,10 @@ public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible
 
     /// The error answer to send back, in the client's language.
     public func answer(_ language: Language) -> JSON {
-        var o: [String: JSON] = ["error": .object(["code": .string(code.rawValue), "message": .string(words.text(language))])]
+        // The message in the client's language; from version 3 its words in both too (a
+        // client that answers others, the web app, says them in each one's).
+        var o: [String: JSON] = ["error": .object(["code": .string(code.rawValue), "message": .string(words.text(language)),
+                                                   "words": .object(["en": .string(words.en), "de": .string(words.de)])])]
         if let id { o["id"] = .number(Double(id)) }
         return .object(o)
     }

@@ -5,7 +5,9 @@ import Glibc
 /// Values are stored as text, exactly as they would be typed after the option, and
 /// checked with the same parsers.
 public struct Settings: Sendable, Equatable {
-    public static let defaults: [(key: String, value: String)] = [
+    /// Core's settings, in the order `settings show` lists them; a front-end's come after
+    /// (`register`, SettingsRegistry.swift).
+    static let coreDefaults: [(key: String, value: String)] = [
         ("duration", "10m"),
         ("preparation", "10s"),
         ("gong", "temple-bell"),
@@ -22,16 +24,20 @@ public struct Settings: Sendable, Equatable {
         ("section-gong", "clear-strike"),
         ("section-strikes", "2,1"),
         ("ambience-during", "all"),
-        // The web app (`stillmoment web`): where it listens, and the largest upload.
-        ("web-listen", "127.0.0.1:8181"),
-        ("web-max-upload", "1G"),
         // Whether the daemon keeps the sound device open between sessions (Standby).
         ("output-standby", OutputStandby.keepOpenDuringSchedule.rawValue),
     ]
-    /// The keys that are not timer options.
-    public static let nonTimerKeys: Set<String> = ["web-listen", "web-max-upload", "output-standby"]
+    /// Every setting and its default: Core's, then the front-ends' registered.
+    public static var defaults: [(key: String, value: String)] {
+        coreDefaults + registered.map { ($0.key, $0.defaultValue) }
+    }
+    /// The keys that are not timer options (`output-standby` and every front-end's).
+    public static var nonTimerKeys: Set<String> { Set(["output-standby"] + registered.map(\.key)) }
     /// The stored timer options (what a timer starts from).
-    public var timerValues: [String: String] { values.filter { !Self.nonTimerKeys.contains($0.key) } }
+    public var timerValues: [String: String] {
+        let other = Self.nonTimerKeys
+        return values.filter { !other.contains($0.key) }
+    }
 
     /// `output-standby` in force (a damaged value counts as the default).
     public var outputStandby: OutputStandby { OutputStandby(rawValue: value("output-standby")) ?? .keepOpenDuringSchedule }
@@ -56,6 +62,7 @@ public struct Settings: Sendable, Equatable {
         do {
             let raw = try JSON.decode([String: String].self, from: data)
             // A key that is no setting (a typo in a hand edit, a newer version's) is said, not dropped.
+            let keys = Self.keys
             if !droppingUnknown, let unknown = raw.keys.sorted().first(where: { !keys.contains($0) }) {
                 throw CoreError.damaged(both("\(path): '\(Display.clean(String(unknown.prefix(40))))' is not a setting; fix it, or drop it with `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`",
                                            "\(path): '\(Display.clean(String(unknown.prefix(40))))' ist keine Einstellung; berichtige sie oder entferne sie mit `stillmoment settings reset \(Display.clean(String(unknown.prefix(40))))`"))
@@ -72,8 +79,8 @@ public struct Settings: Sendable, Equatable {
     /// Checks and sets a value (validated against the catalog, so a typo never lands).
     public mutating func set(_ key: String, _ value: String, catalog: SoundCatalog) throws(CoreError) {
         guard Self.keys.contains(key) else { throw Self.unknown(key) }
-        if key == "web-listen" {
-            _ = try ListenAddress(value)
+        if let setting = Self.registered.first(where: { $0.key == key }) {
+            try setting.validate(value)
             values[key] = value
             return
         }
@@ -83,11 +90,6 @@ public struct Settings: Sendable, Equatable {
                 let shown = Display.clean(String(value.prefix(40)))
                 throw CoreError.badValue(option: key, reason: both("'\(shown)' is not one of \(all)", "'\(shown)' ist keiner der Werte \(all)"))
             }
-            values[key] = value
-            return
-        }
-        if key == "web-max-upload" {
-            _ = try ByteSize.parse(value, option: key)
             values[key] = value
             return
         }

@@ -1,5 +1,5 @@
-/// A detached thread for one long job of the web app (an upload's import), so the server's
-/// loop goes on meanwhile. Not Dispatch's global queue: on Linux its workqueue, once used,
+/// A detached thread for one long job of the web app (an upload's import; the daemon link's
+/// loop), so the server's loop goes on meanwhile. Not Dispatch's global queue: on Linux its workqueue, once used,
 /// woke the process every second for good, and an idle web app must not wake at all.
 import Glibc
 

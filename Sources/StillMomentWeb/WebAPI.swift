@@ -20,21 +20,42 @@ public final class WebAPI {
         case respond(Response)
         /// Server-sent events from now on, for this paired device.
         case stream(device: Int64)
-        /// An answer computed on a worker thread (an import's analysis, a request to the
-        /// daemon); with a fallback, that answer if the job has not answered after `after` s.
-        case background(@Sendable () -> Response, fallback: (after: Double, response: Response)? = nil)
+        /// An answer computed on a worker thread (an import's analysis).
+        case background(@Sendable () -> Response)
+        /// A request to the daemon, sent over the web app's one connection (DaemonLink).
+        case daemon(DaemonRequest)
+    }
+
+    /// A request to the daemon: answered when the daemon answers, or, when it is late,
+    /// after `patience` seconds with what `late` says.
+    struct DaemonRequest {
+        var request: Request
+        var command: ControlCommand { request.command }
+        /// Whether a daemon is started for it when none runs.
+        var start: Bool
+        /// How long the link waits for the daemon's answer (a start included).
+        var timeout: Double
+        /// How long the browser waits for it.
+        var patience: Double
     }
 
     /// How long /api/status waits for the daemon before it says the daemon is not answering.
     static let statusPatience = 0.04
 
-    /// A request to the daemon, never on the HTTP thread: a daemon that is slow, held or
-    /// restarting delays that answer only, never the pages or another browser.
-    static func daemon(_ command: ControlCommand, _ args: [String: JSON] = [:], start: Bool) -> Outcome {
-        let fallback: (after: Double, response: Response)? = command == .status
-            ? (statusPatience, .json(.object(["state": .string("idle"), "daemon": .string("not answering")])))
-            : nil
-        return .background({ control(command, args, start: start) }, fallback: fallback)
+    /// A request to the daemon, never waited for on the HTTP thread: a daemon that is slow,
+    /// held or restarting delays that answer only, never the pages or another browser.
+    static func daemon(_ request: Request, start: Bool) -> Outcome {
+        let timeout = start ? 20.0 : 5.0
+        return .daemon(DaemonRequest(request: request, start: start, timeout: timeout,
+                                     patience: request == .status ? statusPatience : timeout + 1))
+    }
+
+    /// What a browser is told when the daemon's answer is late (the link stands as `health`).
+    static func late(_ command: ControlCommand, health: DaemonLink.Health) -> Response {
+        let why = health == .starting ? "starting" : "not answering"
+        if command == .status { return .json(.object(["state": .string("idle"), "daemon": .string(why)])) }
+        return .error(504, "daemon", health == .starting ? tr("the daemon is starting: try again", "der Daemon startet gerade: bitte noch einmal")
+                                                         : tr("the daemon does not answer", "der Daemon antwortet nicht"))
     }
 
     let store: LibraryStore
@@ -148,21 +169,21 @@ public final class WebAPI {
         case ("GET", "options", 1): return .respond(options())
         case ("POST", "timer", 1):
             do throws(ProtocolError) {
-                return Self.daemon(.timer, try TimerStartRequest(args: args).args, start: true)
+                return Self.daemon(.timer(try TimerStartRequest(args: args)), start: true)
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }
         case ("POST", "pause", 1), ("POST", "resume", 1), ("POST", "stop", 1), ("POST", "finish", 1):
-            guard args.isEmpty, let command = ControlCommand(rawValue: parts[0]) else {
+            guard args.isEmpty, let command = ControlCommand(rawValue: parts[0]), let request = try? Request(command, args: [:]) else {
                 return .respond(.error(422, "bad-arguments", tr("\(parts[0]) takes no arguments", "\(parts[0]) nimmt keine Argumente")))
             }
-            return Self.daemon(command, start: false)
+            return Self.daemon(request, start: false)
         case ("POST", "seek", 1):
             do throws(ProtocolError) {
                 // Counted from when it reached this server (a phone's clock is not this machine's).
                 var seek = try SeekRequest(args: args)
                 seek.at = SeekRequest.stampNow()
-                return Self.daemon(.seek, seek.args, start: false)
+                return Self.daemon(.seek(seek), start: false)
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }
@@ -170,7 +191,7 @@ public final class WebAPI {
             do throws(ProtocolError) {
                 // A `device` never gets here (deviceRefusal above).
                 let play = try PlayRequest(args: args)
-                return Self.daemon(.play, play.args, start: true)
+                return Self.daemon(.play(play), start: true)
             } catch {
                 return .respond(.error(422, error.code.rawValue, error.message))
             }
@@ -179,7 +200,7 @@ public final class WebAPI {
         case ("DELETE", "meditations", 2): return .respond(delete(parts[1], force: r.query["force"] == "1"))
         case ("PUT", "import", 1):
             guard let upload else { return .respond(.error(400, "empty", tr("no file came with the upload", "mit dem Hochladen kam keine Datei"))) }
-            return .background(importJob(upload), fallback: nil)
+            return .background(importJob(upload))
         case ("GET", "practice", 1): return .respond(practice())
         case ("GET", "schedules", 1): return .respond(schedules())
         case ("POST", "schedules", 2): return .respond(setSchedule(parts[1], args))
@@ -188,7 +209,7 @@ public final class WebAPI {
                 return .respond(.error(404, "not-found", tr("no schedule entry \(Display.clean(String(parts[1].prefix(20))))",
                                                             "kein Eintrag \(Display.clean(String(parts[1].prefix(20)))) im Zeitplan")))
             }
-            return Self.daemon(.ringNow, ["id": .number(Double(n))], start: true)
+            return Self.daemon(.ringNow(id: n), start: true)
         default:
             return .respond(.error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
                                                         "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))")))
@@ -237,31 +258,28 @@ public final class WebAPI {
 
     // MARK: the daemon
 
-    /// A typed command to the daemon; its status as the answer.
-    static func control(_ command: ControlCommand, _ args: [String: JSON], start: Bool) -> Response {
-        let request: Request
-        do { request = try Request(command, args: args) } catch { return .error(422, error.code.rawValue, error.message) }
-        do throws(ControlError) {
-            let client = try ControlClient.connect(startIfNeeded: start)
-            return .json(try client.answer(request, timeoutMs: 5000))
-        } catch {
-            switch error {
-            case .noDaemon:
-                if command == .status { return .json(JSON(encoding: Status(state: .idle))) }
-                return .error(409, ErrorCode.noSession.rawValue, tr("nothing is playing", "es läuft nichts"))
-            case .refused(let code, let message):
-                let status: Int
-                switch code {
-                case .noSession, .busy: status = 409
-                case .badArguments, .badRequest: status = 422
-                case .device: status = 503
-                case .forbidden: status = 403
-                default: status = 500
-                }
-                return .error(status, code.rawValue, message)
-            default:
-                return .error(502, "daemon", error.description)
+    /// The daemon's answer (or why there is none) as the browser's.
+    static func answer(_ command: ControlCommand, _ result: Result<JSON, ControlError>) -> Response {
+        switch result {
+        case .success(let json):
+            return .json(json)
+        case .failure(.noDaemon):
+            if command == .status { return .json(JSON(encoding: Status(state: .idle))) }
+            return .error(409, ErrorCode.noSession.rawValue, tr("nothing is playing", "es läuft nichts"))
+        case .failure(.refused(let code, let words)):
+            let status: Int
+            switch code {
+            case .noSession, .busy: status = 409
+            case .badArguments, .badRequest: status = 422
+            case .device: status = 503
+            case .forbidden: status = 403
+            default: status = 500
             }
+            // The daemon's words in both languages: said in this browser's.
+            return .error(status, code.rawValue, words.text())
+        case .failure(let error):
+            if command == .status { return .json(.object(["state": .string("idle"), "daemon": .string("not answering")])) }
+            return .error(502, "daemon", error.description)
         }
     }
 

@@ -1,6 +1,7 @@
 // The web app's HTTP server: one thread, one poll loop over the listening socket, the
-// browsers' connections, the daemon's event link and a wake pipe. No CPU without a browser:
-// with no connection it sleeps in poll() until one comes.
+// browsers' connections and a wake pipe (the daemon's answers and events come through it
+// from the daemon link's thread). No CPU without a browser: with no connection it sleeps in
+// poll() until one comes.
 //
 // Limits (a phone on flaky Wi-Fi and a hostile host on the LAN alike): a request head of
 // 8 KiB within 10 s of connecting; a JSON body of 64 KiB; an upload of `maxUpload` bytes
@@ -35,7 +36,7 @@ public final class WebServer {
             case head
             case body(HTTPRequest)
             case upload(HTTPRequest, Upload)
-            /// A job runs on a worker; its answer comes back through the wake pipe.
+            /// A job runs on a worker (or the daemon answers over the link); its answer comes back through the wake pipe.
             case waiting
             case writing
             case stream
@@ -59,7 +60,7 @@ public final class WebServer {
         var device: Int64?
         var pairedCheckedAt = 0.0
         /// What a waiting job's connection is answered if the job is late (its deadline).
-        var fallback: Response?
+        var fallback: (() -> Response)?
         var handshaken = false
         var tlsWantsWrite = false
         init(fd: Int32, id: Int, peer: String, now: Double, headTimeout: Double) {
@@ -80,16 +81,27 @@ public final class WebServer {
     private var nextID = 1
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    /// Answers computed on workers, waiting for the loop.
-    private final class Finished: Sendable { let list = Mutex<[(Int, Response)]>([]) }
+    /// What came from other threads for a connection: an answer, or an event stream's first event.
+    enum Delivery: Sendable {
+        case response(Response)
+        case chunk([UInt8])
+    }
+    /// Answers computed on workers or by the daemon, waiting for the loop.
+    private final class Finished: Sendable { let list = Mutex<[(Int, Delivery)]>([]) }
     private let finished = Finished()
     private let stop = StopFlag()
-    private var events: EventLink
+    /// The one connection to the daemon.
+    let link: DaemonLink
     /// The TLS server context (nil: plain HTTP).
     private let tls: UnsafeMutableRawPointer?
 
     /// With `tls` (CERT, KEY), HTTPS only.
-    public init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)? = nil) throws(WebError) {
+    public convenience init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)? = nil) throws(WebError) {
+        try self.init(options: options, api: api, log: log, tls: tls, daemon: DaemonLink.daemon)
+    }
+
+    /// With `daemon`, how the link reaches the daemon (a test's scripted one).
+    init(options: Options, api: WebAPI, log: Logger, tls: (cert: String, key: String)?, daemon: @escaping DaemonLink.Connector) throws(WebError) {
         self.options = options
         if let tls {
             var err = [CChar](repeating: 0, count: 512)
@@ -110,11 +122,16 @@ public final class WebServer {
         }
         wakeRead = fds[0]
         wakeWrite = fds[1]
-        events = EventLink(log: log)
+        let wake = fds[1]
+        link = DaemonLink(log: log, connector: daemon) {
+            var b: UInt8 = 1
+            _ = write(wake, &b, 1)
+        }
         listenFD = try options.listen.bind()
     }
 
     deinit {
+        link.stop()
         for c in connections.values { close(c.fd) }
         if listenFD >= 0 { close(listenFD) }
         close(wakeRead)
@@ -151,9 +168,7 @@ public final class WebServer {
         let accepting = connections.count < options.maxConnections + 8
         fds.append(pollfd(fd: accepting ? listenFD : -1, events: Int16(POLLIN), revents: 0))
         let streams = connections.values.contains { if case .stream = $0.stage { return true } else { return false } }
-        events.wanted = streams
-        let linkFD = events.descriptor(now: now)
-        fds.append(pollfd(fd: linkFD, events: Int16(POLLIN), revents: 0))
+        link.watch(streams)
         let order = Array(connections.values)
         for c in order {
             var ev: Int32 = 0
@@ -168,8 +183,8 @@ public final class WebServer {
         }
         // Asleep until something happens: deadlines only matter while connections exist.
         var timeout: Int32 = -1
-        if let next = (order.map(\.deadline) + [events.retryAt].compactMap { $0 }).min() {
-            timeout = Int32(max(0, min(60_000, (next - now) * 1000 + 5)))
+        if let next = order.map(\.deadline).min() {
+            timeout = Int32(max(0, min(60_000, ((next - now) * 1000).rounded(.up) + 1)))
         }
         let r = poll(&fds, nfds_t(fds.count), timeout)
         if r < 0 && errno != EINTR { log.error("poll: \(String(cString: strerror(errno)))") }
@@ -177,21 +192,23 @@ public final class WebServer {
         if fds[0].revents != 0 {
             var buf = [UInt8](repeating: 0, count: 64)
             while read(wakeRead, &buf, buf.count) > 0 {}
-            let done = finished.list.withLock { list -> [(Int, Response)] in
+            let done = finished.list.withLock { list -> [(Int, Delivery)] in
                 defer { list.removeAll() }
                 return list
             }
-            for (id, response) in done {
-                // A job answered late, after its fallback went out: its answer is dropped.
-                if let c = connections.values.first(where: { $0.id == id }), case .waiting = c.stage { respond(c, response, now: after) }
+            for (id, delivery) in done {
+                guard let c = connections.values.first(where: { $0.id == id }) else { continue }
+                switch (delivery, c.stage) {
+                case (.response(let response), .waiting): respond(c, response, now: after)
+                case (.chunk(let chunk), .stream): queue(c, chunk, now: after)
+                default: break  // A job answered late, after its fallback went out: its answer is dropped.
+                }
             }
+            for event in link.takeEvents() { broadcast(ServerSentEvent.chunk(event), now: after) }
         }
         if fds[1].revents != 0 { acceptAll(now: after) }
-        if fds[2].revents != 0 {
-            for chunk in events.read() { broadcast(chunk, now: after) }
-        }
         for (i, c) in order.enumerated() {
-            let re = Int32(fds[i + 3].revents)
+            let re = Int32(fds[i + 2].revents)
             guard connections[c.fd] === c else { continue }
             if c.tls != nil && (!c.handshaken || c.tlsWantsWrite) {
                 if re != 0 { readFrom(c, now: after) }
@@ -219,7 +236,7 @@ public final class WebServer {
             case .waiting:
                 if let fallback = c.fallback {
                     c.fallback = nil
-                    respond(c, fallback, now: after)
+                    respond(c, fallback(), now: after)
                 } else {
                     c.deadline = after + 3600
                 }
@@ -414,20 +431,41 @@ public final class WebServer {
             c.pairedCheckedAt = now
             c.deadline = now + 20
             queue(c, Response.eventStreamHead(), now: now)
-            events.wanted = true
-            queue(c, events.snapshot(), now: now)
-        case .background(let job, let fallback):
-            c.deadline = now + (fallback?.after ?? 3600)
-            c.fallback = fallback?.response
+            link.watch(true)
+            // Its first event: the status now (the daemon's, or that there is none).
+            let id = c.id
+            link.send(.status, timeout: 5) { [finished = self.finished, wakeWrite = self.wakeWrite] result in
+                let chunk: [UInt8]
+                if case .success(let status) = result {
+                    chunk = ServerSentEvent.chunk(.object(["event": .string("state"), "data": status]))
+                } else {
+                    chunk = ServerSentEvent.daemonGone
+                }
+                Self.deliver(.chunk(chunk), to: id, finished, wakeWrite)
+            }
+        case .daemon(let ask):
+            let link = self.link, command = ask.command
+            if ask.command == .status && link.stalled(patience: ask.patience) {
+                // A daemon that has not answered for that long already: said at once.
+                respond(c, Language.speaking(request.language) { WebAPI.late(command, health: link.health) }, now: now)
+                return
+            }
+            c.deadline = now + ask.patience
+            c.fallback = { Language.speaking(request.language) { WebAPI.late(command, health: link.health) } }
+            let id = c.id, language = request.language
+            link.send(ask.request, start: ask.start, timeout: ask.timeout) { [finished = self.finished, wakeWrite = self.wakeWrite] result in
+                let response = Language.speaking(language) { WebAPI.answer(command, result) }
+                Self.deliver(.response(response), to: id, finished, wakeWrite)
+            }
+        case .background(let job):
+            c.deadline = now + 3600
             let id = c.id, wake = wakeWrite, finished = self.finished
             let language = request.language
             // A thread of its own, not Dispatch's pool: once used, its Linux workqueue woke
             // the idle web app every second from then on (5 wake-ups in 5 s after an upload).
             let started = BackgroundThread.run {
                 let response = Language.speaking(language) { job() }
-                finished.list.withLock { $0.append((id, response)) }
-                var b: UInt8 = 1
-                _ = write(wake, &b, 1)
+                Self.deliver(.response(response), to: id, finished, wake)
             }
             if !started {
                 // No thread to be had (resources exhausted): the job runs here, the loop waits,
@@ -435,6 +473,13 @@ public final class WebServer {
                 respond(c, Language.speaking(language) { job() }, now: now)
             }
         }
+    }
+
+    /// Hands what another thread made for connection `id` to the loop, and wakes it.
+    private static func deliver(_ delivery: Delivery, to id: Int, _ finished: Finished, _ wake: Int32) {
+        finished.list.withLock { $0.append((id, delivery)) }
+        var b: UInt8 = 1
+        _ = write(wake, &b, 1)
     }
 
     private func respond(_ c: Connection, _ response: Response, now: Double) {

@@ -72,7 +72,8 @@ struct Attachment {
                     break
                 }
             } catch {
-                if case .refused(_, let message) = error {
+                if case .refused(_, let words) = error {
+                    let message = words.text()
                     // A key the session cannot take (seek in a timer): say so and go on.
                     if interactive { view.finishLine(StatusText.live(status, keys: false)) }
                     Console.err(message)

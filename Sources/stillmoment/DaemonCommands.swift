@@ -98,8 +98,8 @@ private func realPath(_ path: String) -> String {
 
 /// A refused request as an exit: a device that cannot open exits 3, bad input 2, nothing playing 1.
 func failure(_ error: ControlError) -> ExitCode {
-    if case .refused(let code, let message) = error {
-        return Console.fail(message, code: Exit.code(for: code))
+    if case .refused(let code, let words) = error {
+        return Console.fail(words.text(), code: Exit.code(for: code))
     }
     return Console.fail(error.description)
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import StillMomentAudio
+import StillMomentWeb
 
 @main
 struct StillMoment: ParsableCommand {
@@ -28,6 +29,9 @@ struct StillMoment: ParsableCommand {
     /// command line of the commands typed most skips ArgumentParser (QuickParse).
     static func main() {
         _ = ProcessClock.start
+        // The web app's tables and settings, before any command opens the catalog or reads
+        // the settings: every process of this executable knows them (the daemon, the CLI).
+        WebRegistration.register()
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
             if let invocation = QuickParse.invocation(arguments) {

@@ -2,6 +2,7 @@
 /// daemon's words: refusals name the folder and what to do; no control character survives.
 import Foundation
 import Glibc
+import StillMomentCore
 import Testing
 @testable import StillMomentControl
 
@@ -113,7 +114,7 @@ struct TrustTests {
     func clean() {
         let hostile = "x\u{1B}]0;owned\u{07}\u{1B}[2J\u{1B}[31mred\u{9B}31m\u{85}next\r\nline\ttab\u{7F}\u{0}end"
         let errors: [ControlError] = [
-            .refusal(code: "busy\u{1B}[2J", message: hostile),
+            .refusal(code: "busy\u{1B}[2J", words: both(hostile, hostile)),
             .io(hostile), .lost(hostile), .untrusted(hostile),
         ]
         for e in errors {
@@ -123,14 +124,21 @@ struct TrustTests {
             #expect(text.contains("end"))
         }
         // What the CLI reads out of a refusal directly is clean too.
-        if case .refused(let code, let message) = ControlError.refusal(code: "busy\u{1B}[2J", message: hostile) {
+        // (from the error answer's both languages, as a version 3 daemon sends it)
+        let answer = JSON.object(["code": .string("busy\u{1B}[2J"), "message": .string(hostile),
+                                  "words": .object(["en": .string(hostile), "de": .string(hostile)])])
+        if case .refused(let code, let words) = ControlError.refusal(answer) {
             #expect(code == .failed)      // not a code this client knows
-            #expect(!message.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+            for message in [words.en, words.de] {
+                #expect(!message.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+            }
         } else {
             Issue.record("not a refusal")
         }
-        #expect(ControlError.refusal(code: "no-session", message: "nothing is playing") == .refused(code: .noSession, message: "nothing is playing"))
+        #expect(ControlError.refusal(code: "no-session", words: .same("nothing is playing")) == .refused(code: .noSession, words: .same("nothing is playing")))
+        // A version 2 daemon's answer has only the message.
+        #expect(ControlError.refusal(.object(["code": .string("no-session"), "message": .string("nichts spielt")])) == .refused(code: .noSession, words: .same("nichts spielt")))
         // A code from a newer daemon that this client does not know is a failure.
-        #expect(ControlError.refusal(code: "something-new", message: "m") == .refused(code: .failed, message: "m"))
+        #expect(ControlError.refusal(code: "something-new", words: .same("m")) == .refused(code: .failed, words: .same("m")))
     }
 }

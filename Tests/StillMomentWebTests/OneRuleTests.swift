@@ -24,6 +24,7 @@ struct OneRuleTests {
         let home = NSTemporaryDirectory() + "sm-onerule-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: home) }
         setenv("STILLMOMENT_SOUNDS", Self.root.appendingPathComponent("Sounds").path, 1)
+        WebRegistration.register()   // before the catalog is opened, as main does
         let store = try LibraryStore(home: home)
         guard case .imported(let m) = try Importer(store: store).importFile(Self.root.appendingPathComponent("Tests/Fixtures/cbr.mp3").path) else {
             Issue.record("the fixture did not import")
@@ -57,6 +58,7 @@ struct OneRuleTests {
     func pairingStrict() throws {
         let home = NSTemporaryDirectory() + "sm-onerule-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: home) }
+        WebRegistration.register()   // before the catalog is opened, as main does
         let api = WebAPI(store: try LibraryStore(home: home), secure: false, log: Logger(label: "test"))
         let r = post(api, "/api/pair", #"{"pin":"123456","nmae":"phone"}"#)
         #expect(r.status == 422 && r.text.contains("nmae"))

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import StillMomentCore
 import Testing
+@testable import StillMomentWeb
 
 @Suite("Web pairing lockout")
 struct PairingLockoutTests {
@@ -23,6 +24,7 @@ struct PairingLockoutTests {
     @Test("five wrong PINs lock their address, not another one; the lock ends after a minute")
     func perAddress() throws {
         try withHome { home in
+            WebRegistration.register()   // before the catalog is opened, as main does
             let pairing = PairingStore(store: try LibraryStore(home: home))
             let (pin, _) = try pairing.newPIN(now: 1000)
             var answers: [PairingStore.Attempt] = []
@@ -46,6 +48,7 @@ struct PairingLockoutTests {
     @Test("twenty wrong PINs from many addresses within a minute lock everyone; one address alone never does")
     func global() throws {
         try withHome { home in
+            WebRegistration.register()   // before the catalog is opened, as main does
             let pairing = PairingStore(store: try LibraryStore(home: home))
             let (pin, _) = try pairing.newPIN(now: 2000)
             // One address sends its five a minute for three minutes: only it is ever locked.
@@ -72,6 +75,7 @@ struct PairingLockoutTests {
         try withHome { home in
             var pin = ""
             do {
+                WebRegistration.register()   // before the catalog is opened, as main does
                 let pairing = PairingStore(store: try LibraryStore(home: home))
                 pin = try pairing.newPIN(now: 3000).pin
                 for i in 0..<5 { _ = try pairing.attempt(pin: Self.wrong(pin), deviceName: "x", address: "::1", now: 3000 + Double(i)) }

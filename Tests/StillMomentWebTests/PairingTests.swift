@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import StillMomentCore
 import Testing
+@testable import StillMomentWeb
 
 @Suite("Web pairing")
 struct PairingTests {
@@ -16,6 +17,7 @@ struct PairingTests {
         }
         let home = String(cString: p)
         defer { _ = system("rm -rf '\(home)'") }
+        WebRegistration.register()   // before the catalog is opened, as main does
         try body(try LibraryStore(home: home + "/home"))
     }
 

@@ -18,6 +18,7 @@ struct WebAPIRefusalTests {
         }
         let dir = String(cString: p)
         defer { _ = system("rm -rf '\(dir)'") }
+        WebRegistration.register()   // before the catalog is opened, as main does
         try body(WebAPI(store: try LibraryStore(home: dir + "/home"), secure: false, log: Logger(label: "test")), dir)
     }
 

@@ -120,6 +120,21 @@ def test_a_key_in_settings_json_that_is_no_setting_is_named_not_dropped(home):
     assert r.rc == 0 and kept == {"duration": "20m"}, (r, kept)
 
 
+def test_the_web_apps_settings_registered_at_start_are_shown_checked_and_read_back(home):
+    """web-listen and web-max-upload live in the web target and are registered by main:
+    `settings` lists them, refuses a bad value with the web's rule, and a file holding
+    them is read by every command (the timer too), not refused as an unknown key."""
+    shown = home.run("settings", "show")
+    bad = home.run("settings", "set", "web-listen", "localhost:80")
+    good = home.run("settings", "set", "web-max-upload", "500M")
+    timer = home.run("timer", "1s", "--device", "null", "--foreground", "--preparation", "off")
+    assert shown.rc == 0 and "web-listen" in shown.out and "web-max-upload" in shown.out, shown
+    assert bad.rc == BAD_INPUT and len(bad.err_lines) == 1 and "ADDRESS:PORT" in bad.err, bad
+    assert good.rc == 0 and timer.rc == 0, (good, timer)
+    with open(home.home + "/settings.json") as f:
+        assert json.load(f) == {"web-max-upload": "500M"}
+
+
 def test_help_lists_the_exit_codes_and_value_ranges(home):
     r = home.run("--help")
     assert r.rc == 0 and "Exit codes" in r.out and "24 h" in r.out

@@ -297,9 +297,151 @@ def test_a_daemon_held_for_5_s_delays_no_page_and_status_says_so_within_50_ms(we
         os.kill(pid, signal.SIGCONT)
     time.sleep(0.5)
     after = web.request(app.port, "GET", "/api/status", token=app.token, origin=None)
+    print(f"held daemon: slowest page or status {slowest * 1000:.1f} ms over {len(statuses)} rounds", flush=True)
     assert slowest < 0.05, f"a request took {slowest * 1000:.1f} ms while the daemon was held"
     assert statuses and all(s == (200, "not answering") for s in statuses), statuses
     assert after[0] == 200 and "daemon" not in after[2] and after[2].get("state"), after
+
+
+def unix_sockets(pid):
+    """How many Unix sockets process `pid` holds (its socket inodes that /proc/net/unix lists)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    with open("/proc/net/unix") as f:
+        unix = {line.split()[6] for line in f.readlines()[1:] if len(line.split()) > 6}
+    return len(inodes & unix)
+
+
+def daemon_pid(web):
+    with open(os.path.join(web.RUN, "stillmoment", "daemon.lock")) as f:
+        return int(f.read().split()[0])
+
+
+def lock_pid(web):
+    try:
+        return daemon_pid(web)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def event_stream(port, token):
+    """An open /api/events (its socket, reading with a 10-s timeout)."""
+    es = socket.create_connection(("127.0.0.1", port), timeout=10)
+    es.sendall(f"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: sm_token={token}\r\n\r\n".encode())
+    return es
+
+
+def events_until(es, found, seconds):
+    """Reads server-sent events (name, data) until `found(events)` or `seconds` pass."""
+    buf, events, end = b"", [], time.monotonic() + seconds
+    es.settimeout(0.2)
+    while time.monotonic() < end and not found(events):
+        try:
+            chunk = es.recv(65536)
+        except socket.timeout:
+            continue
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            block, buf = buf.split(b"\n\n", 1)
+            lines = dict(l.split(": ", 1) for l in block.decode().split("\n") if ": " in l and not l.startswith(":"))
+            if "event" in lines and "data" in lines:
+                events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def test_requests_held_by_the_daemon_are_in_flight_together_on_one_connection(web, app):
+    """Five requests sent while the daemon is held wait on the web app's one connection
+    (the HTTP thread meanwhile answers pages), and are all answered by the daemon, by id,
+    once it runs again; the web app never holds more than one Unix socket."""
+    import threading
+    pid = daemon_pid(web)
+    web.request(app.port, "GET", "/api/status", token=app.token, origin=None)
+    os.kill(pid, signal.SIGSTOP)
+    results, most = [], 0
+    try:
+        def seek(i):
+            t0 = time.monotonic()
+            status, _, body = web.request(app.port, "POST", "/api/seek", {"by": 1000 + i}, token=app.token)
+            results.append((status, body.get("error", {}).get("code") if isinstance(body, dict) else None, time.monotonic() - t0))
+        threads = [threading.Thread(target=seek, args=(i,)) for i in range(5)]
+        for t in threads:
+            t.start()
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            most = max(most, unix_sockets(app.web.pid))
+            t0 = time.monotonic()
+            page = web.request(app.port, "GET", "/", origin=None)[0]
+            assert page == 200 and time.monotonic() - t0 < 0.05
+            time.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    for t in threads:
+        t.join(15)
+    print(f"in flight together: answers after {sorted(round(r[2], 2) for r in results)} s", flush=True)
+    assert sorted(r[:2] for r in results) == [(409, "no-session")] * 5, results
+    assert all(r[2] >= 0.9 for r in results), "answered only once the daemon ran again"
+    assert most == 1, f"{most} Unix sockets in the web app"
+
+
+def test_n_event_streams_share_the_one_daemon_connection(web, app):
+    """Six browsers watching: the web app holds one Unix socket (its link) and the daemon
+    sees no more clients than with one stream."""
+    pid = daemon_pid(web)
+    first = event_stream(app.port, app.token)
+    assert events_until(first, lambda ev: ev, 5), "a first event"
+    one = unix_sockets(pid)
+    streams = [event_stream(app.port, app.token) for _ in range(5)]
+    try:
+        assert all(events_until(es, lambda ev: ev, 5) for es in streams), "each stream has its first event"
+        six = unix_sockets(pid)   # (before the session: playing, the daemon holds the sound server's socket too)
+        web.request(app.port, "POST", "/api/timer", {"options": {"duration": "1m", "preparation": "off"}}, token=app.token)
+        heard = [events_until(es, lambda ev: any(n == "progress" or d.get("state") == "running" for n, d in ev), 5)
+                 for es in [first] + streams]
+        mine = unix_sockets(app.web.pid)
+    finally:
+        web.request(app.port, "POST", "/api/stop", {}, token=app.token)
+        for es in [first] + streams:
+            es.close()
+    print(f"six streams: the daemon holds {six} Unix sockets (with one stream: {one}), the web app {mine}", flush=True)
+    assert all(heard), "every stream hears the session"
+    assert mine == 1 and six == one, (mine, one, six)
+
+
+def test_the_daemon_killed_and_started_again_the_streams_hear_it_and_events_resume(web, app):
+    """SIGKILL to the daemon: a watching browser hears that it went; a new daemon started,
+    the link reconnects by itself (backoff of at most 3 s) and the session's events come."""
+    pid = daemon_pid(web)
+    es = event_stream(app.port, app.token)
+    try:
+        assert events_until(es, lambda ev: ev, 5)
+        os.kill(pid, signal.SIGKILL)
+        for p in web.procs:
+            if p.pid == pid:
+                p.wait(timeout=10)
+        gone = events_until(es, lambda ev: any(d.get("daemon") is False for _, d in ev), 5)
+        new = web.start_daemon()
+        t0 = time.monotonic()
+        end = t0 + 10
+        while time.monotonic() < end and not (lock_pid(web) == new.pid and web.sm("status").returncode == 0):
+            time.sleep(0.05)
+        status, _, _ = web.request(app.port, "POST", "/api/timer", {"options": {"duration": "1m", "preparation": "off"}}, token=app.token)
+        back = events_until(es, lambda ev: any(n == "progress" for n, _ in ev), 10)
+        took = time.monotonic() - t0
+    finally:
+        web.request(app.port, "POST", "/api/stop", {}, token=app.token)
+        es.close()
+    print(f"reconnected: the session's events came {took:.2f} s after the new daemon was started", flush=True)
+    assert any(d.get("daemon") is False for _, d in gone), gone
+    assert status == 200 and any(n == "progress" for n, _ in back), (status, back)
+    assert daemon_pid(web) == new.pid != pid
 
 
 @pytest.mark.parametrize("origin", ["http://evil.example", None], ids=["foreign", "none"])

@@ -23,8 +23,15 @@ public final class LibraryStore: Sendable {
     /// Opens (and creates) the store. Migrations run exactly once even when several
     /// processes open a new store together (they take turns on `library.lock`). Leftovers
     /// of imports that died are removed; a catalog that is missing or empty beside stored
-    /// files is rebuilt from them (`notes` says so).
-    public init(home: String = Paths.home) throws(CoreError) {
+    /// files is rebuilt from them (`notes` says so). The schema is Core's and the
+    /// front-ends' registered so far (CatalogMigrations.swift).
+    public convenience init(home: String = Paths.home) throws(CoreError) {
+        try self.init(home: home, extensions: Self.registeredMigrations)
+    }
+
+    /// Opens the store with Core's migrations and `extensions` (a test plays a process that
+    /// registered other ones).
+    init(home: String, extensions: [CatalogMigration]) throws(CoreError) {
         self.home = home
         meditationsFolder = home + "/Meditations"
         soundsFolder = home + "/Sounds"
@@ -34,6 +41,7 @@ public final class LibraryStore: Sendable {
         config.busyMode = .timeout(30)
         config.label = "stillmoment"
         let path = databasePath
+        let migrator = Self.migrator(extensions: extensions)
         var writable: (any DatabaseWriter)?
         var failure: CoreError?
         do {
@@ -48,7 +56,7 @@ public final class LibraryStore: Sendable {
             writable = try Self.withLock(home + "/library.lock") { () throws -> DatabasePool in
                 do {
                     let pool = try DatabasePool(path: path, configuration: config)
-                    try Self.migrator.migrate(pool)
+                    try migrator.migrate(pool)
                     return pool
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
                     // Not a database at all (overwritten, a bad copy): kept aside, never
@@ -59,7 +67,7 @@ public final class LibraryStore: Sendable {
                     setAside = aside
                     try Self.makePrivate(path)
                     let pool = try DatabasePool(path: path, configuration: config)
-                    try Self.migrator.migrate(pool)
+                    try migrator.migrate(pool)
                     return pool
                 }
             }
@@ -173,50 +181,6 @@ public final class LibraryStore: Sendable {
         return "\(error)"
     }
 
-    static var migrator: DatabaseMigrator {
-        var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.create(table: "meditation") { t in
-                t.primaryKey("id", .text)
-                t.column("storedFile", .text).notNull().unique()
-                t.column("originalName", .text).notNull()
-                t.column("durationFrames", .integer).notNull()
-                t.column("sampleRate", .integer).notNull()
-                t.column("teacher", .text).notNull()
-                t.column("name", .text).notNull()
-                t.column("album", .text)
-                t.column("dateAdded", .datetime).notNull()
-                t.column("trimStart", .integer)
-                t.column("trimEnd", .integer)
-                t.column("startGong", .text)
-                t.column("endGong", .text)
-                t.column("size", .integer).notNull()
-                t.column("contentHash", .text).notNull().unique()
-                t.column("loudnessGain", .double).notNull()
-                t.column("lastPosition", .integer)
-            }
-            try db.create(table: "customSound") { t in
-                t.primaryKey("id", .text)
-                t.column("storedFile", .text).notNull().unique()
-                t.column("kind", .text).notNull()
-                t.column("name", .text).notNull()
-                t.column("size", .integer).notNull()
-                t.column("contentHash", .text).notNull()
-                t.column("dateAdded", .datetime).notNull()
-            }
-        }
-        m.registerMigration("v2-practice", migrate: PracticeLog.createTables)
-        m.registerMigration("v3-presets", migrate: PresetStore.createTables)
-        m.registerMigration("v4-schedule", migrate: ScheduleStore.createTables)
-        m.registerMigration("v5-web", migrate: PairingStore.createTables)
-        m.registerMigration("v6-seek-index", migrate: createSeekIndexTable)
-        m.registerMigration("v7-sound-length", migrate: addSoundLengthColumn)
-        m.registerMigration("v8-schedule-references", migrate: ScheduleStore.addReferences)
-        m.registerMigration("v9-web-lockout", migrate: PairingLockout.createTable)
-        m.registerMigration("v10-practice-totals", migrate: PracticeTotals.create)
-        return m
-    }
-
     /// Runs `body` holding an exclusive flock on `path`.
     static func withLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
         var fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -241,7 +205,7 @@ public final class LibraryStore: Sendable {
         try catalogRows().sounds
     }
 
-    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
+    package func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
         do { return try pool.read(body) } catch let error as CoreError {
             throw error
         } catch {
@@ -259,7 +223,7 @@ public final class LibraryStore: Sendable {
         }
     }
 
-    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
+    package func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws(CoreError) -> T {
         if let readOnlyReason {
             throw CoreError.io(path: databasePath, reason: both("cannot change the library: \(readOnlyReason)", "die Bibliothek lässt sich nicht ändern: \(readOnlyReason)"))
         }

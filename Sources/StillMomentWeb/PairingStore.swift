@@ -3,6 +3,7 @@
 /// Only digests are stored: a copy of the catalog neither pairs nor signs in.
 import FoundationEssentials
 import GRDB
+import StillMomentCore
 
 public struct WebDevice: Sendable, Equatable, Codable {
     public var id: Int64
@@ -34,7 +35,8 @@ public struct PairingStore: Sendable {
     /// A new six-digit PIN; any earlier one stops working.
     public func newPIN(now: Double) throws(CoreError) -> (pin: String, expires: Double) {
         var rng = SystemRandomNumberGenerator()
-        let pin = String(UInt32.random(in: 0..<1_000_000, using: &rng)).leftPadded(to: 6)
+        let number = String(UInt32.random(in: 0..<1_000_000, using: &rng))
+        let pin = String(repeating: "0", count: 6 - number.count) + number
         let expires = now + Self.pinLifetime
         let digest = SHA256.hex("pin:" + pin)
         try store.write { db in

@@ -1,5 +1,7 @@
 /// Where the web app listens: `ADDR:PORT` (`127.0.0.1:8181`, `0.0.0.0:8181`,
 /// `[::]:8181`, `192.168.1.20:80`). Numeric addresses only: no name is looked up.
+import StillMomentCore
+
 public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: Int

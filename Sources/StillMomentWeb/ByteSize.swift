@@ -1,4 +1,6 @@
 /// A size as a person writes it: `500M`, `1G`, `2.5G`, `800000` (bytes); 1 KiB to 64 GiB.
+import StillMomentCore
+
 public enum ByteSize {
     public static func parse(_ text: String, option: String) throws(CoreError) -> Int64 {
         let t = text.trimmingWhitespace().uppercased()

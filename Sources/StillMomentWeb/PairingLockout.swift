@@ -6,6 +6,7 @@
 /// lock refuses the right PIN too: it cannot tell who asks. One client alone (5 a minute)
 /// never reaches the global budget, so it cannot lock pairing for the others.
 import GRDB
+import StillMomentCore
 
 public struct PairingLockout: Sendable {
     /// Wrong PINs within `window` that lock one address.
