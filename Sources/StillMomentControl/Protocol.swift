@@ -52,15 +52,19 @@ public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible
     public let words: LocalizedText
     /// The request's id, when it could be read (so the answer can carry it).
     public let id: Int?
+    /// What a program needs to act on it without reading the words (`bad-arguments`: the
+    /// `key` refused and the keys the command `takes`).
+    public let args: [String: JSON]
 
-    public init(_ code: Code, _ words: LocalizedText, id: Int? = nil) {
+    public init(_ code: Code, _ words: LocalizedText, id: Int? = nil, args: [String: JSON] = [:]) {
         self.code = code
         self.words = words
         self.id = id
+        self.args = args
     }
 
     /// The same error, answering the request `id`.
-    public func answering(_ id: Int) -> ProtocolError { ProtocolError(code, words, id: id) }
+    public func answering(_ id: Int) -> ProtocolError { ProtocolError(code, words, id: id, args: args) }
 
     /// The message in this process's language (a client showing it to its user).
     public var message: String { words.text() }
@@ -71,8 +75,10 @@ public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible
     public func answer(_ language: Language) -> JSON {
         // The message in the client's language; from version 3 its words in both too (a
         // client that answers others, the web app, says them in each one's).
-        var o: [String: JSON] = ["error": .object(["code": .string(code.rawValue), "message": .string(words.text(language)),
-                                                   "words": .object(["en": .string(words.en), "de": .string(words.de)])])]
+        var error: [String: JSON] = ["code": .string(code.rawValue), "message": .string(words.text(language)),
+                                     "words": .object(["en": .string(words.en), "de": .string(words.de)])]
+        if !args.isEmpty { error["args"] = .object(args) }
+        var o: [String: JSON] = ["error": .object(error)]
         if let id { o["id"] = .number(Double(id)) }
         return .object(o)
     }
@@ -132,7 +138,8 @@ public enum ClientMessage: Sendable, Equatable {
         guard let name = o["command"]?.string else { throw ProtocolError(.badRequest, both("a request needs a command", "eine Anfrage braucht ein command"), id: id) }
         guard let command = ControlCommand(rawValue: name) else {
             let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
-            throw ProtocolError(.unknownCommand, both("unknown command '\(Display.clean(String(name.prefix(64))))'; the commands are: \(known)", "unbekannter Befehl '\(Display.clean(String(name.prefix(64))))'; die Befehle sind: \(known)"), id: id)
+            throw ProtocolError(.unknownCommand, both("unknown command '\(Display.clean(String(name.prefix(64))))'; the commands are: \(known)", "unbekannter Befehl '\(Display.clean(String(name.prefix(64))))'; die Befehle sind: \(known)"), id: id,
+                                args: ["command": .string(Display.clean(String(name.prefix(64)))), "known": .array(ControlCommand.allCases.map { .string($0.rawValue) })])
         }
         if version >= 3 { try only(["id", "command", "args"], in: o, id: id) }
         var args: [String: JSON] = [:]
@@ -150,7 +157,8 @@ public enum ClientMessage: Sendable, Equatable {
         let name = Display.clean(String(extra.prefix(40)))
         let known = keys.sorted().joined(separator: ", ")
         throw ProtocolError(.badRequest, both("unknown key '\(name)' in the message; it takes: \(known)",
-                                            "unbekannter Schlüssel '\(name)' in der Nachricht; sie nimmt: \(known)"), id: id)
+                                            "unbekannter Schlüssel '\(name)' in der Nachricht; sie nimmt: \(known)"), id: id,
+                            args: ["key": .string(name), "takes": .array(keys.sorted().map(JSON.string))])
     }
 }
 

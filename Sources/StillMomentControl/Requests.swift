@@ -101,13 +101,15 @@ enum Wire {
             return ProtocolError(.badArguments, known.isEmpty
                 ? both("\(command.rawValue) takes no arguments, not '\(name)'", "\(command.rawValue) nimmt keine Argumente, nicht '\(name)'")
                 : both("unknown argument '\(name)' for \(command.rawValue); it takes: \(takes)",
-                     "unbekanntes Argument '\(name)' für \(command.rawValue); es nimmt: \(takes)"))
+                     "unbekanntes Argument '\(name)' für \(command.rawValue); es nimmt: \(takes)"),
+                args: ["key": .string(name), "takes": .array(known.map(JSON.string))])
         case .wrongType(let expected):
-            return ProtocolError(.badArguments, both("\(key) must be \(expected.en)", "\(key) muss \(expected.de) sein"))
+            return ProtocolError(.badArguments, both("\(key) must be \(expected.en)", "\(key) muss \(expected.de) sein"),
+                                 args: ["key": .string(key), "expected": .string(expected.rawValue)])
         case .missing:
-            return ProtocolError(.badArguments, both("\(key) is missing", "\(key) fehlt"))
+            return ProtocolError(.badArguments, both("\(key) is missing", "\(key) fehlt"), args: ["key": .string(key)])
         case .outOfRange:
-            return ProtocolError(.badArguments, both("\(key) is out of range", "\(key) liegt außerhalb des Bereichs"))
+            return ProtocolError(.badArguments, both("\(key) is out of range", "\(key) liegt außerhalb des Bereichs"), args: ["key": .string(key)])
         case .refused(let why):
             return ProtocolError(.badArguments, .same("\(key): \(Display.clean(String(why.prefix(200))))"))
         }

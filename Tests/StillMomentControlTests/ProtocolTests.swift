@@ -18,6 +18,11 @@ struct ProtocolTests {
             Issue.record("an unknown key was accepted")
         } catch {
             #expect(error.code == .badRequest && error.id == 6 && error.message.contains("'trace'") && error.message.contains("args, command, id"))
+            // For programs: the key and what the message takes, beside the words in both languages.
+            let answer = error.answer(.de)["error"]
+            #expect(answer?["args"] == .object(["key": .string("trace"), "takes": .array([.string("args"), .string("command"), .string("id")])]))
+            #expect(answer?["words"]?["en"]?.string?.hasPrefix("unknown key 'trace'") == true)
+            #expect(answer?["message"]?.string?.hasPrefix("unbekannter Schlüssel 'trace'") == true)
         }
     }
 

@@ -114,7 +114,8 @@ struct WebServerDaemonTests {
             let page = try HTTPExchange.get(port: running.port, path: "/", cookie: nil)
             #expect(first.status == 200 && first.body.contains("not answering"), "\(first)")
             #expect(first.seconds < 0.05, "\(first.seconds) s")
-            #expect(second.body.contains("not answering") && second.seconds < 0.02, "\(second.seconds) s")
+            // At once: not after another 40 ms of patience (a loaded machine may take some ms to serve it).
+            #expect(second.body.contains("not answering") && second.seconds < 0.035, "\(second.seconds) s")
             #expect(page.status == 200 && page.seconds < 0.05)
         }
     }
