@@ -3,7 +3,8 @@
 // is decoded before and after the hello; the whole input is also read as one JSON text,
 // as it is and wrapped in up to 63 arrays.
 // Nothing may crash, hang or grow without bound; what is read nests at most 32 deep, is
-// written back as a line that reads as the same value, and equals what Foundation's decoder
+// written back as a line that reads as the same value, goes through the Codable coders
+// (JSONValueEncoder/JSONValueDecoder, strict) unchanged, and equals what Foundation's decoder
 // (through JSON's Codable conformance, depth-limited the same way) makes of it.
 import FoundationEssentials
 
@@ -23,8 +24,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                 if case .request(_, _, let args) = message { _ = JSON.object(args).line }
             } catch {
                 // A refusal is one line, and a too-deep message is a bad request.
-                precondition(!error.message.contains("\n"), "a refusal of more than one line")
-                _ = error.answer.line
+                precondition(!error.words.en.contains("\n") && !error.words.de.contains("\n"), "a refusal of more than one line")
+                _ = error.answer(.en).line
+                _ = error.answer(.de).line
             }
         }
     }
@@ -36,6 +38,18 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         readWhole([UInt8](repeating: UInt8(ascii: "["), count: n) + bytes.dropFirst() + [UInt8](repeating: UInt8(ascii: "]"), count: n))
     }
     return 0
+}
+
+/// A typed shape for the strict decoder to try every input against.
+struct Probe: Decodable {
+    enum Mode: String, Decodable { case a, b }
+    var id: Int64
+    var by: Double?
+    var name: String?
+    var on: Bool?
+    var mode: Mode?
+    var items: [UInt8]?
+    var nested: [String: Probe]?
 }
 
 /// How deep arrays and objects nest in a value (a leaf is 0).
@@ -61,6 +75,12 @@ func readWhole(_ bytes: [UInt8]) {
     precondition(!line.contains("\n"), "a value written on more than one line")
     guard let again = try? JSONParser.parse(Array(line.utf8)) else { preconditionFailure("a value written back does not read: \(line)") }
     precondition(again == parsed, "a value changed on its way back: \(line)")
+    // Through the Codable coders: the same value out, and a strict typed read that refuses
+    // or reads without crashing whatever the shape.
+    precondition((try? JSONValueEncoder.encode(parsed)) == parsed, "the encoder changed a value")
+    precondition((try? JSONValueDecoder.decode(JSON.self, from: parsed, strict: true)) == parsed, "the decoder changed a value")
+    _ = try? JSONValueDecoder.decode(Probe.self, from: parsed, strict: true)
+    _ = try? JSONValueDecoder.decode([String: [Int64]].self, from: parsed, strict: true)
     // Foundation's reader, where it accepts the text too, reads the same value.
     if let other = try? JSONDecoder().decode(JSON.self, from: Data(bytes)) {
         precondition(other == parsed, "Foundation reads another value")
