@@ -59,9 +59,9 @@ public enum TimerOption: String, CaseIterable, Sendable, Codable {
     /// Finds the option for a key, or says which keys there are.
     public static func named(_ key: String) throws(CoreError) -> TimerOption {
         guard let option = TimerOption(rawValue: key) else {
-            throw CoreError.badValue(option: "", reason: .rendering { Language.current == .de
-                ? "unbekannte Option '\(Display.clean(String(key.prefix(40))))'; es gibt: \(allCases.map(\.rawValue).joined(separator: ", "))"
-                : "unknown option '\(Display.clean(String(key.prefix(40))))'; the options are: \(allCases.map(\.rawValue).joined(separator: ", "))" })
+            throw CoreError.badValue(option: "", reason: both(
+                "unknown option '\(Display.clean(String(key.prefix(40))))'; the options are: \(allCases.map(\.rawValue).joined(separator: ", "))",
+                "unbekannte Option '\(Display.clean(String(key.prefix(40))))'; es gibt: \(allCases.map(\.rawValue).joined(separator: ", "))"))
         }
         return option
     }

@@ -78,9 +78,9 @@ public struct PresetStore: Sendable {
     public func require(_ name: String) throws(CoreError) -> Preset {
         if let p = try find(name) { return p }
         let names = try all().map(\.name)
-        throw CoreError.badValue(option: "--preset", reason: .rendering { Language.current == .de
-            ? "keine Vorlage '\(Display.clean(name))'" + (names.isEmpty ? " (es gibt noch keine: `stillmoment preset save NAME …`)" : "; es gibt: \(names.joined(separator: ", "))")
-            : "no preset '\(Display.clean(name))'" + (names.isEmpty ? " (there are none yet: `stillmoment preset save NAME …`)" : "; the presets are: \(names.joined(separator: ", "))") })
+        throw CoreError.badValue(option: "--preset", reason: both(
+            "no preset '\(Display.clean(name))'" + (names.isEmpty ? " (there are none yet: `stillmoment preset save NAME …`)" : "; the presets are: \(names.joined(separator: ", "))"),
+            "keine Vorlage '\(Display.clean(name))'" + (names.isEmpty ? " (es gibt noch keine: `stillmoment preset save NAME …`)" : "; es gibt: \(names.joined(separator: ", "))")))
     }
 
     public func rename(_ old: String, to new: String) throws(CoreError) {
@@ -132,9 +132,9 @@ extension TimerConfiguration {
         } catch {
             if let preset, case .unknownSound(let id, let kind, _) = error,
                [preset.request.gong, preset.request.intervalGong, preset.request.ambience, preset.request.sectionGong].contains(id) {
-                throw CoreError.badValue(option: "--preset", reason: .rendering { Language.current == .de
-                    ? "die Vorlage '\(preset.name)' nennt den Klang '\(id)' (\(kind)), den es nicht mehr gibt; speichere sie mit einem anderen neu"
-                    : "the preset '\(preset.name)' names the \(kind) '\(id)', which was removed; save it again with another" })
+                throw CoreError.badValue(option: "--preset", reason: both(
+                    "the preset '\(preset.name)' names the \(kind) '\(id)', which was removed; save it again with another",
+                    "die Vorlage '\(preset.name)' nennt den Klang '\(id)' (\(kind)), den es nicht mehr gibt; speichere sie mit einem anderen neu"))
             }
             throw error
         }

@@ -227,9 +227,9 @@ public struct ScheduleStore: Sendable {
 
     public func require(_ id: String) throws(CoreError) -> ScheduleEntry {
         guard let n = Int64(id.trimmingWhitespace()), let e = try find(n) else {
-            throw CoreError.badValue(option: "", reason: .rendering { Language.current == .de
-                ? "kein Eintrag \(Display.clean(id)) im Zeitplan (siehe `stillmoment schedule list`)"
-                : "no entry \(Display.clean(id)) in the schedule (see `stillmoment schedule list`)" })
+            throw CoreError.badValue(option: "", reason: both(
+                "no entry \(Display.clean(id)) in the schedule (see `stillmoment schedule list`)",
+                "kein Eintrag \(Display.clean(id)) im Zeitplan (siehe `stillmoment schedule list`)"))
         }
         return e
     }
