@@ -5,7 +5,6 @@
 extension TimerConfiguration {
     public init(request asked: TimerRequest, catalog: SoundCatalog) throws(CoreError) {
         let r = TimerRequest.defaults.overlaid(by: asked)
-        let de = Language.current == .de
         guard var duration = r.duration, let preparation = r.preparation, let gongID = r.gong,
               let gongVolume = r.gongVolume, let strikes = r.strikes, let intervalGongID = r.intervalGong,
               let intervalVolume = r.intervalVolume, let mode = r.intervalMode, let ambienceID = r.ambience,
