@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import StillMomentAudio
+import StillMomentControl
 import StillMomentWeb
 
 @main
@@ -32,6 +33,7 @@ struct StillMoment: ParsableCommand {
         // The web app's tables and settings, before any command opens the catalog or reads
         // the settings: every process of this executable knows them (the daemon, the CLI).
         WebRegistration.register()
+        HomeRegistration.register()
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
             if let invocation = QuickParse.invocation(arguments) {
