@@ -285,8 +285,8 @@ public final class Daemon {
             idleSince = t
         }
         listener.enforcePolicy()
-        // A daemon that keeps a schedule does not exit when idle.
-        if options.onDemand, host.isIdle, !host.keepsTime, t - idleSince > options.idleExit {
+        // A daemon that keeps a schedule or watches a button does not exit when idle.
+        if options.onDemand, host.isIdle, !host.keepsTime, buttons.count == 0, t - idleSince > options.idleExit {
             log.info("no session for \(Int(options.idleExit)) s: exiting")
             listener.flushAll()
             return false
@@ -350,8 +350,14 @@ public final class Daemon {
         }
     }
 
-    /// Watches a descriptor as a button's device (tests: a pipe that carries input events).
-    func adoptButton(_ fd: Int32, as button: Button) { buttons.adopt(fd, as: button) }
+    /// Watches these buttons instead of the stored ones (tests: FIFOs that carry input events).
+    func watchButtons(_ list: [Button]) { buttons.load(list) }
+
+    /// The buttons' devices open now.
+    var buttonsOpen: Int { buttons.openCount }
+
+    /// The service's status (tests).
+    var status: Status { host.status() }
 
     /// Sets the LED (tests: a folder shaped like sysfs).
     func useLED(_ name: String, root: String) {

@@ -63,15 +63,6 @@ final class ButtonWatcher {
         for w in watched { open(w, now: now) }
     }
 
-    /// Watches an open descriptor as the device of `button` (the tests' pipes).
-    func adopt(_ fd: Int32, as button: Button) {
-        var actions: [Gesture.Kind: ButtonAction] = [:]
-        for (kind, text) in button.actions { actions[kind] = try? ButtonAction(parsing: text) }
-        let w = Watched(button, actions)
-        w.fd = fd
-        watched.append(w)
-    }
-
     var count: Int { watched.count }
     /// How many devices are open now.
     var openCount: Int { watched.filter { $0.fd >= 0 }.count }
@@ -137,7 +128,7 @@ final class ButtonWatcher {
         do {
             resolved = try w.button.device.resolve()
         } catch {
-            say(w, "\(Display.clean(path)): \(error.description); trying again every \(Self.reopenMs / 1000) s", error: false)
+            say(w, "\(error.description); trying again every \(Self.reopenMs / 1000) s", error: false)
             return
         }
         let fd = sm_evdev_open(resolved)

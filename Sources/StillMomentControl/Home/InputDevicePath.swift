@@ -8,13 +8,16 @@ import StillMomentCore
 public struct InputDevicePath: Sendable, Equatable {
     /// The path as given (kept: a by-path link survives a replug, its target may not).
     public let path: String
+    /// The folder devices must be in: /dev/input (another only in tests).
+    let root: String
 
-    static var root: String { Environment.value("STILLMOMENT_INPUT_ROOT") ?? "/dev/input" }
+    /// /dev/input, or `STILLMOMENT_INPUT_ROOT` where a test set it.
+    public static var root: String { Environment.value("STILLMOMENT_INPUT_ROOT") ?? "/dev/input" }
 
     /// Checks the text (no file-system access): absolute, under the root, no `..` or `.`
     /// components, no control characters, at most 256 bytes.
-    public init(_ text: String) throws(CoreError) {
-        let root = Self.root
+    public init(_ text: String, root: String = InputDevicePath.root) throws(CoreError) {
+        self.root = root
         func refuse(_ why: LocalizedText) -> CoreError { .badValue(option: "DEVICE", reason: why) }
         guard text.utf8.count <= 256, !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
             throw refuse(both("a device path is at most 256 bytes of text", "ein Gerätepfad hat höchstens 256 Bytes Text"))
@@ -30,7 +33,6 @@ public struct InputDevicePath: Sendable, Equatable {
     /// What the path is now: resolved through its links, it must stay under the root (no
     /// link out of it) and be a character device (a FIFO under a test root).
     public func resolve() throws(CoreError) -> String {
-        let root = Self.root
         guard let real = realpath(path, nil) else {
             let e = errno
             throw CoreError.io(path: path, reason: e == ENOENT
@@ -51,7 +53,7 @@ public struct InputDevicePath: Sendable, Equatable {
         var st = stat()
         guard stat(resolved, &st) == 0 else { throw CoreError.io(path: resolved, reason: .same(String(cString: strerror(errno)))) }
         let type = st.st_mode & S_IFMT
-        let testRoot = Environment.value("STILLMOMENT_INPUT_ROOT") != nil
+        let testRoot = root != "/dev/input"
         guard type == S_IFCHR || (testRoot && type == S_IFIFO) else {
             throw CoreError.badValue(option: "DEVICE", reason: both("'\(Display.clean(path))' is not a character device", "'\(Display.clean(path))' ist kein zeichenorientiertes Gerät"))
         }

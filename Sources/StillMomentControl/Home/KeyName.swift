@@ -26,9 +26,12 @@ public enum KeyName {
 
     /// The code of a name (KEY_ENTER, enter, 28).
     public static func code(_ text: String) throws(CoreError) -> Int {
-        if let n = Int(text), n >= 1, n <= 767 { return n }
         let upper = text.uppercased()
-        for (name, code) in table where name == upper || name == "KEY_" + upper { return code }
+        if let n = Int(text) {
+            if n >= 1 && n <= 767 { return n }
+        } else {
+            for (name, code) in table where name == upper || name == "KEY_" + upper { return code }
+        }
         throw CoreError.badValue(option: "key", reason: both("'\(Display.clean(String(text.prefix(40))))' is not a key (KEY_ENTER, KEY_SPACE, BTN_0, or a code 1–767; `stillmoment button test DEVICE` shows a device's)",
                                                          "'\(Display.clean(String(text.prefix(40))))' ist keine Taste (KEY_ENTER, KEY_SPACE, BTN_0 oder ein Code 1–767; `stillmoment button test GERÄT` zeigt die eines Geräts)"))
     }
