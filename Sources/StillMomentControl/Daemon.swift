@@ -180,6 +180,11 @@ public final class Daemon {
         // (a settings file that cannot be read is the first session's to report).
         if let settings = try? Settings.load(), let device = try? DeviceName.setting(settings) { DeviceWarmup.begin(device: device) }
         loadHome()
+        // Every state change, whoever caused it (a client, a button, the schedule), as it goes out.
+        listener.observe = { [weak self] events in
+            guard let led = self?.led else { return }
+            for case .state(let status) in events { led.show(LED.look(status)) }
+        }
         while step() {}
         shutdown()
     }
@@ -231,11 +236,7 @@ public final class Daemon {
         pollOnce(timeoutMs: host.pollTimeout(cap: min(due, cap ?? due)))
         buttons.tick()
         host.tick()
-        let events = host.takeEvents()
-        if let led {
-            for case .state(let status) in events { led.show(LED.look(status)) }
-        }
-        listener.broadcast(events)
+        listener.broadcast(host.takeEvents())
         if host.rereads != rereadsSeen {
             rereadsSeen = host.rereads
             loadHome()
@@ -358,12 +359,6 @@ public final class Daemon {
 
     /// The service's status (tests).
     var status: Status { host.status() }
-
-    /// Sets the LED (tests: a folder shaped like sysfs).
-    func useLED(_ name: String, root: String) {
-        led = LED(name: name, log: log, root: root)
-        led?.show(LED.look(host.status()))
-    }
 
     private func now() -> Double { MonotonicClock.seconds() }
 }
