@@ -1,5 +1,6 @@
 /* A hook's process: argv and an environment (never a shell), in a process group of its
- * own so that a timeout can end it and everything it started. */
+ * own so that a timeout can end it and everything it started, holding none of the
+ * daemon's descriptors. */
 #define _GNU_SOURCE
 #include "csystem.h"
 
@@ -8,8 +9,29 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Every descriptor from 3 up closes on exec (the daemon's sound device, its sockets: a
+ * hook must not hold them). close_range where the kernel has it (5.11), else one by one. */
+static void cloexec_from_3(void) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+#endif
+    struct rlimit rl;
+    long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
+    if (max > 65536) max = 65536;
+    for (int fd = 3; fd < max; fd++) {
+        int flags = fcntl(fd, F_GETFD);
+        if (flags >= 0 && !(flags & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+    }
+}
 
 int sm_spawn_group(const char *path, char *const argv[], char *const envp[], int out_fd) {
     int report[2];
@@ -35,6 +57,7 @@ int sm_spawn_group(const char *path, char *const argv[], char *const envp[], int
         dup2(out_fd, 1);
         dup2(out_fd, 2);
         if (out_fd > 2) close(out_fd);
+        cloexec_from_3();
         execve(path, argv, envp);
         int e = errno;
         (void)!write(report[1], &e, sizeof e);

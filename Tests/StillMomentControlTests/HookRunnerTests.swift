@@ -90,6 +90,21 @@ struct HookRunnerTests {
         #expect(capture.all.contains { $0.contains("hook 9 (on-end /nonexistent/program) could not start: No such file or directory") })
     }
 
+    @Test func aHookHoldsNoneOfTheDaemonsDescriptors() throws {
+        let capture = LogCapture()
+        let runner = HookRunner(hooks: [], log: Logger(label: "t") { _ in capture })
+        let kept = dup(2)                      // not close-on-exec, as alsa-lib's may be
+        defer { close(kept) }
+        runner.run(Hook(id: 3, when: .onStart, argv: ["/bin/ls", "/proc/self/fd"]), [:])
+        let listed = capture.all.compactMap { line -> String? in
+            guard let r = line.range(of: "hook 3 (on-start /bin/ls): ") else { return nil }
+            return String(line[r.upperBound...])
+        }
+        // ls's own: 0, 1, 2 and the folder it reads.
+        #expect(Set(listed).isSubset(of: ["0", "1", "2", "3"]), "\(listed)")
+        #expect(!listed.contains(String(kept)) || kept == 3)
+    }
+
     @Test func rendersAndBellsRunNoHooks() throws {
         let capture = LogCapture()
         let runner = HookRunner(hooks: [Hook(id: 1, when: .onEnd, argv: ["/bin/true"])], log: Logger(label: "t") { _ in capture })
