@@ -71,6 +71,8 @@ public final class Daemon {
         let (fd, listening, id) = try Self.takeSocket(socketPath, log: log)
         lockFD = fd
         socketID = id
+        // The buttons' and hooks' tables: the daemon hosts them, whoever made the process.
+        HomeRegistration.register()
         do {
             let store = try LibraryStore()
             self.store = store
