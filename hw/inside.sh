@@ -1,6 +1,11 @@
 #!/bin/bash
 # Runs in the rig's virtual machine (hw/init chroots into the host's / and starts this
-# from the repository root with HW_OUT set): the guest side of the measures.
+# from the repository root with HW_OUT set): the guest side of the measures, then the
+# button's (a uinput device pressing a key for the daemon).
 set -uo pipefail
 echo "hw-guest: kernel $(uname -r), $(nproc) CPUs; cards: $(sed -n 's/^ *[0-9]* \[\([A-Za-z]*\) *\].*/\1/p' /proc/asound/cards | tr '\n' ' ')"
-exec /usr/bin/python3 hw/inside.py "$HW_OUT"
+/usr/bin/python3 hw/inside.py "$HW_OUT"
+rc=$?
+# A button on the kernel's evdev path (uinput): hw/button.py.
+/usr/bin/python3 hw/button.py "$HW_OUT" || rc=1
+exit $rc

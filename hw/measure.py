@@ -839,6 +839,27 @@ def analyse_standby(notes, label, dev):
            f"stillmoment settings set output-standby keep-open; stillmoment daemon (device {dev['device']})")
 
 
+def analyse_button(out):
+    """The button on the kernel's evdev path (hw/button.py's checks and figures)."""
+    try:
+        result = json.load(open(os.path.join(out, "button.json")))
+    except (OSError, ValueError) as e:
+        check(False, f"button: the guest's results are missing ({e})")
+        return
+    for c in result["checks"]:
+        check(c["ok"], "button: " + c["text"])
+    f = result["figures"]
+    if "press_to_session_ms" in f:
+        ms = f["press_to_session_ms"]
+        info(f"button press to the session's start: {ms:.0f} ms from the key's release (uinput; in the emulated guest, "
+             "with the status asked over the socket every 5 ms: the budget of 50 ms is for a native machine)")
+    if "press_to_sound_ms" in f:
+        info(f"button press to the first sound captured on the loopback card: {f['press_to_sound_ms']:.0f} ms "
+             "(through the capture's 10-ms polls)")
+    if "replug_to_watching_s" in f:
+        info(f"button plugged again: watched again after {f['replug_to_watching_s']:.1f} s (the daemon looks every 2 s)")
+
+
 def analyse(out):
     try:
         guest = json.load(open(os.path.join(out, "guest.json")))
@@ -858,6 +879,7 @@ def analyse(out):
     config = dict(line.strip().split("=", 1) for line in open(os.path.join(out, "config")) if "=" in line)
     for dev in plan.chosen(config):
         analyse_device(out, dev)
+    analyse_button(out)
     print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
 

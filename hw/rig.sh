@@ -5,7 +5,8 @@
 # under qemu-system-x86_64 (software emulation: no KVM needed) with a busybox initramfs
 # (hw/init) that mounts this machine's / read-only over 9p, loads snd-aloop (a loopback
 # sound card paced by the kernel: what is played on hw:Loopback,0 is captured on
-# hw:Loopback,1) and runs hw/inside.sh in a chroot of it. The guest plays with the
+# hw:Loopback,1), evdev and uinput (a virtual button: hw/button.py) and runs hw/inside.sh
+# in a chroot of it. The guest plays with the
 # release binary and records with arecord; its captures and timings come back through a
 # writable 9p share of a host temp folder, and hw/measure.py measures them here and
 # prints one line per figure and `N passed, N failed`.
@@ -93,7 +94,7 @@ chmod 755 "$INITRD_DIR/init"
 modules=""
 sound=""
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p \
-         soundcore snd snd-timer snd-pcm snd-aloop; do
+         evdev uinput soundcore snd snd-timer snd-pcm snd-aloop; do
     p=$(modpath "$m")
     [ -n "$p" ] || continue
     f="$KROOT/lib/modules/$KVER/$p"

@@ -1,7 +1,8 @@
 // The daemon as a process: the lock and the socket's path, signals, the loop, idle exit and
 // housekeeping, and the order in which its long-running parts start and stop. The parts:
 // the device warm-up, the session service (with its device worker, scheduler and standby
-// keeper), the background indexer, and the control-socket listener (SocketListener.swift).
+// keeper), the background indexer, the control-socket listener (SocketListener.swift), and
+// the home front-ends: the buttons (Home/ButtonWatcher.swift) and the LED (Home/LED.swift).
 import CSystem
 import Dispatch
 import FoundationEssentials
@@ -17,8 +18,9 @@ import Synchronization
 /// hostile client can delay an answer but never the sound.
 ///
 /// Start, in order: the lock and the socket (init), the session service and the indexer
-/// (init), the device warm-up (run), then the loop serves. Stop, in the reverse order
-/// (`shutdown`): the session fades out and the device is released, the last events reach
+/// (init), the device warm-up, the LED and the buttons (run), then the loop serves. Stop, in
+/// the reverse order (`shutdown`): the buttons are closed (no new action), the session
+/// fades out and the device is released, the LED goes off, the last events reach
 /// the clients, the listener closes its connections, the indexer halts after its file, a
 /// warm-up still running is waited for; the socket and the lock go last (deinit).
 public final class Daemon {
@@ -48,6 +50,12 @@ public final class Daemon {
     private let host: SessionService
     private let indexer: BackgroundIndexer
     private let listener: SocketListener
+    private let store: LibraryStore
+    /// The buttons, in the poll set (their actions go through the service's typed calls).
+    private let buttons: ButtonWatcher
+    private var led: LED?
+    /// The service's count of rereads the buttons and the LED last followed.
+    private var rereadsSeen = 0
     private var lockFD: Int32
     private let socketPath: String
     /// The socket file we bound (device, inode): only that one is ours to remove.
@@ -63,9 +71,16 @@ public final class Daemon {
         let (fd, listening, id) = try Self.takeSocket(socketPath, log: log)
         lockFD = fd
         socketID = id
+        // The buttons' and hooks' tables: the daemon hosts them, whoever made the process.
+        HomeRegistration.register()
         do {
             let store = try LibraryStore()
-            host = SessionService(store: store, log: log)
+            self.store = store
+            let host = SessionService(store: store, log: log)
+            self.host = host
+            buttons = ButtonWatcher(log: log) { button, kind, action in
+                Self.perform(host, log, button, kind, action)
+            }
             indexer = BackgroundIndexer(store: store, log: log)
             listener = SocketListener(listenFD: listening, options: options, host: host, log: log)
         } catch {
@@ -166,6 +181,12 @@ public final class Daemon {
         // The device's configuration and libraries, loaded while nothing waits for them
         // (a settings file that cannot be read is the first session's to report).
         if let settings = try? Settings.load(), let device = try? DeviceName.setting(settings) { DeviceWarmup.begin(device: device) }
+        loadHome()
+        // Every state change, whoever caused it (a client, a button, the schedule), as it goes out.
+        listener.observe = { [weak self] events in
+            guard let led = self?.led else { return }
+            for case .state(let status) in events { led.show(LED.look(status)) }
+        }
         while step() {}
         shutdown()
     }
@@ -175,7 +196,9 @@ public final class Daemon {
     /// are closed, the indexer halts after its file, and a warm-up still running is waited
     /// for (not exiting with a thread inside alsa-lib). Each step is harmless twice.
     private func shutdown() {
+        buttons.closeAll()
         host.shutdown()
+        led?.show(.off)
         listener.broadcast(host.takeEvents())
         listener.stop()
         indexer.halt()
@@ -211,9 +234,15 @@ public final class Daemon {
         // Idle with nobody connected, the loop sleeps until the socket watchdog's next
         // look (5 s) or the next scheduled entry, whichever comes first.
         let sleep: Int32 = host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100
-        pollOnce(timeoutMs: host.pollTimeout(cap: min(sleep, cap ?? sleep)))
+        let due = buttons.timeout().map { min($0, sleep) } ?? sleep
+        pollOnce(timeoutMs: host.pollTimeout(cap: min(due, cap ?? due)))
+        buttons.tick()
         host.tick()
         listener.broadcast(host.takeEvents())
+        if host.rereads != rereadsSeen {
+            rereadsSeen = host.rereads
+            loadHome()
+        }
         let t = now()
         if t - lastCheck >= 5 {
             lastCheck = t
@@ -259,8 +288,8 @@ public final class Daemon {
             idleSince = t
         }
         listener.enforcePolicy()
-        // A daemon that keeps a schedule does not exit when idle.
-        if options.onDemand, host.isIdle, !host.keepsTime, t - idleSince > options.idleExit {
+        // A daemon that keeps a schedule or watches a button does not exit when idle.
+        if options.onDemand, host.isIdle, !host.keepsTime, buttons.count == 0, t - idleSince > options.idleExit {
             log.info("no session for \(Int(options.idleExit)) s: exiting")
             listener.flushAll()
             return false
@@ -287,14 +316,51 @@ public final class Daemon {
     // MARK: the loop
 
     private func pollOnce(timeoutMs: Int32) {
-        // The device worker's wake-up comes last: its completions are taken in by the tick.
+        // The listener's sockets, the buttons' devices, and the device worker's wake-up
+        // last: its completions are taken in by the tick.
         var fds = listener.pollDescriptors()
+        let listened = fds.count
+        fds += buttons.pollDescriptors()
         fds.append(pollfd(fd: host.wakeFD, events: Int16(POLLIN), revents: 0))
         let n = poll(&fds, nfds_t(fds.count), timeoutMs)
         guard n > 0 else { return }
         // What came in came by now (a relative seek counts from here).
-        listener.serve(fds.dropLast(), arrived: MonotonicClock.nanoseconds())
+        listener.serve(fds[0..<listened], arrived: MonotonicClock.nanoseconds())
+        buttons.serve(fds[listened..<(fds.count - 1)])
     }
+
+    // MARK: the home front-ends
+
+    /// (Re)reads the buttons and the LED's setting (at the start, and when the CLI says the
+    /// stored ones changed).
+    private func loadHome() {
+        do { buttons.load(try ButtonStore(store: store).all()) } catch { log.error("buttons: \(error.description)") }
+        let name = (try? Settings.load()).flatMap { try? LEDName($0.value("led")).name }
+        if name == nil { led?.show(.off) }
+        led = name.map { LED(name: $0, log: log) }
+        led?.show(LED.look(host.status()))
+    }
+
+    /// A button's gesture, sent as every front-end sends its request (a toggle looks at
+    /// the status first).
+    private static func perform(_ host: SessionService, _ log: Logger, _ button: Button, _ kind: Gesture.Kind, _ action: ButtonAction) {
+        let request = action.request(status: host.status())
+        do {
+            let status = try host.call(request)
+            log.info("button \(button.id): \(kind.rawValue) → \(request.command.rawValue) (\(status.state.rawValue)\(status.session.map { ", session \($0)" } ?? ""))")
+        } catch {
+            log.notice("button \(button.id): \(kind.rawValue) → \(request.command.rawValue) refused: \(error.words.en)")
+        }
+    }
+
+    /// Watches these buttons instead of the stored ones (tests: FIFOs that carry input events).
+    func watchButtons(_ list: [Button]) { buttons.load(list) }
+
+    /// The buttons' devices open now.
+    var buttonsOpen: Int { buttons.openCount }
+
+    /// The service's status (tests).
+    var status: Status { host.status() }
 
     private func now() -> Double { MonotonicClock.seconds() }
 }

@@ -54,6 +54,8 @@ public final class SessionService: ScheduleHost {
     private var lastStateKey = ""
     private var events: [Event] = []
     private var lastProgress: Int64 = 0
+    /// How many times what is stored was read again (`reschedule`).
+    private(set) var rereads = 0
 
     /// Where heard sessions are recorded (by their runner).
     let practice: PracticeLog
@@ -64,9 +66,14 @@ public final class SessionService: ScheduleHost {
     /// When the last sit or guided meditation ended (wall clock), for the bells' quiet.
     private(set) var lastSitEnded: Double?
 
-    init(store: LibraryStore, log: Logger) {
+    /// The hooks run when a sit or a guided meditation starts and ends (HookRunner: each
+    /// on a thread of its own, never this one's or a session's).
+    let hooks: HookRunner
+
+    init(store: LibraryStore, log: Logger, hooks: HookRunner? = nil) {
         self.store = store
         self.log = log
+        self.hooks = hooks ?? HookRunner(hooks: (try? HookStore(store: store).all()) ?? [], log: log)
         practice = PracticeLog(store: store)
         scheduler = Scheduler(store: store, log: log)
         standby = StandbyKeeper(log: log)
@@ -271,8 +278,12 @@ public final class SessionService: ScheduleHost {
         return status()
     }
 
+    /// Read again what is stored: the schedule, the hooks, and (counted in `rereads`, which
+    /// the daemon's button watcher follows) the buttons. The CLI asks it after a change.
     func reschedule() -> Status {
         scheduler.reschedule()
+        if let list = try? HookStore(store: store).all() { hooks.reload(list) }
+        rereads += 1
         return status()
     }
 
@@ -392,12 +403,13 @@ public final class SessionService: ScheduleHost {
 
     private func launchTimer(_ configuration: TimerConfiguration, catalog: SoundCatalog, preset: String?,
                              scheduled: Bool) throws(ProtocolError) -> Int {
-        let practice = self.practice, output = standby.device(configuration.device)
+        let practice = self.practice, output = standby.device(configuration.device), hooks = self.hooks
         log.info("\(scheduled ? "scheduled " : "")timer on \(configuration.device)")
         return try launch(.timer) { id throws(CoreError) in
             let session = try TimerSession(configuration: configuration, catalog: catalog,
                                            output: .device(output))
-            let runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled)
+            let runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled) { hooks.fire(.onEnd, $0) }
+            hooks.fire(.onStart, runner.recordSoFar)
             return HostedSession(id: id, player: .timer(session), runner: runner)
         }
     }
@@ -413,7 +425,7 @@ public final class SessionService: ScheduleHost {
         let kind: SessionKind = preview ? .preview : .guided
         let catalog: SoundCatalog
         do { catalog = try SoundCatalog.withCustomSounds(store: store) } catch { throw ProtocolError(error) }
-        let store = self.store, practice = self.practice, output = SessionOutput.device(standby.device(device))
+        let store = self.store, practice = self.practice, output = SessionOutput.device(standby.device(device)), hooks = self.hooks
         let trimStart = m.trimStart ?? 0, trimEnd = m.trimEnd ?? m.durationMilliseconds
         let window = min(10_000, trimEnd - trimStart)
         let previewFrom = (trimEnd - trimStart) / 2 - window / 2
@@ -426,7 +438,8 @@ public final class SessionService: ScheduleHost {
                 session = try GuidedSession(meditation: m, store: store, catalog: catalog, output: output,
                                             preparation: preparation, from: from)
             }
-            let runner = try SessionRunner(session, log: practice, scheduled: scheduled)
+            let runner = try SessionRunner(session, log: practice, scheduled: scheduled) { hooks.fire(.onEnd, $0) }
+            hooks.fire(.onStart, runner.recordSoFar)
             return HostedSession(id: id, player: .guided(session, device: device), runner: runner)
         }
         if !preview { suspended = nil }      // a new guided meditation replaces the one kept

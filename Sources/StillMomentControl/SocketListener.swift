@@ -61,6 +61,9 @@ final class SocketListener {
     /// Out of file descriptors: accept nothing for a moment rather than spin on the listener.
     private var acceptPausedUntil = 0.0
 
+    /// Sees every event as it goes out (the daemon's LED follows the state).
+    var observe: (([Event]) -> Void)?
+
     init(listenFD: Int32, options: Daemon.Options, host: SessionService, log: Logger) {
         self.listenFD = listenFD
         self.options = options
@@ -257,6 +260,7 @@ final class SocketListener {
 
     /// Sends events to the subscribers (progress only to those that asked for it).
     func broadcast(_ events: [Event]) {
+        if !events.isEmpty { observe?(events) }
         for e in events {
             let progress = if case .progress = e { true } else { false }
             let to = clients.filter { $0.subscribed && (!progress || $0.progress) }

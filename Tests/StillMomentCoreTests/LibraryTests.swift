@@ -589,8 +589,9 @@ struct LibraryTests {
                 #expect(text.isEmpty, "stderr: \(text)")
             }
             let store = try LibraryStore(home: home)
-            // Core's, and the web app's (the executable registers them), each once.
-            #expect(try Set(migrations(store)) == Set(LibraryStore.coreMigrationIdentifiers + ["v5-web", "v9-web-lockout"]))
+            // Core's, the web app's and the home front-ends' (the executable registers them), each once.
+            #expect(try Set(migrations(store)) == Set(LibraryStore.coreMigrationIdentifiers
+                                                      + ["v5-web", "v9-web-lockout", "v11-home-buttons", "v12-home-hooks"]))
         }
     }
 

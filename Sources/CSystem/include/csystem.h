@@ -40,4 +40,44 @@ int sm_pipe_cloexec(int fds[2]);
  * -errno (then fn is not run). */
 int sm_run_background(void (*fn)(void *), void *ctx);
 
+/* --- Input devices (evdev.c) --- */
+
+/* A key's edge read from an input device: its code, 1 down, 0 up, 2 repeat, and when
+ * (the kernel's timestamp, in ms on the monotonic clock once sm_evdev_open set it). */
+struct sm_key_event {
+    unsigned short code;
+    int value;
+    long long ms;
+};
+
+/* The size of the kernel's struct input_event on this machine (24 on 64-bit, 16 on
+ * 32-bit ARM). */
+int sm_input_event_size(void);
+
+/* Opens an input device read-only, non-blocking and close-on-exec, with its timestamps on
+ * the monotonic clock (EVIOCSCLOCKID; harmless when refused). Returns the fd or -errno. */
+int sm_evdev_open(const char *path);
+
+/* The device's name (EVIOCGNAME) into buf. Returns its length or -errno. */
+int sm_evdev_name(int fd, char *buf, int len);
+
+/* Whether the device can send key `code` (EVIOCGBIT): 1, 0, or -errno. */
+int sm_evdev_has_key(int fd, int code);
+
+/* Decodes whole struct input_events in `buf` (len bytes: a multiple of the event size)
+ * and keeps the key events (EV_KEY) in `out` (at most `max`). Returns how many. */
+int sm_evdev_decode(const void *buf, int len, struct sm_key_event *out, int max);
+
+/* Writes one struct input_event (type, code, value, time in ms) into `buf` (at least
+ * sm_input_event_size() bytes): for tests that feed a pipe as if it were a device. */
+void sm_evdev_encode(void *buf, int type, int code, int value, long long ms);
+
+/* --- Hooks (spawn.c) --- */
+
+/* Starts `path` with `argv` and `envp` (no shell) in a process group of its own, with the
+ * default signal dispositions and an empty mask, stdin from /dev/null and stdout and
+ * stderr to `out_fd`. Returns its pid (also its group's id) or -errno (a failed exec is
+ * reported through a close-on-exec pipe). */
+int sm_spawn_group(const char *path, char *const argv[], char *const envp[], int out_fd);
+
 #endif

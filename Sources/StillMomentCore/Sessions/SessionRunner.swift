@@ -108,6 +108,10 @@ public final class SessionRunner: Sendable {
         if keepUpDue() { keepUp() }
     }
 
+    /// The record as it stands (what was asked, what was heard so far): what a session's
+    /// start tells the daemon's hooks.
+    public var recordSoFar: SessionRecord { state.withLock { $0.record } ?? record(reason: .stopped) }
+
     private func record(reason: EndReason) -> SessionRecord {
         SessionRecord(id: id, kind: session.kind, summary: session.summary, meditationID: session.meditationID,
                       teacher: session.teacher, preset: preset, start: startedAt, utcOffset: Self.utcOffset(at: startedAt),

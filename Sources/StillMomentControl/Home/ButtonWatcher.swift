@@ -1,0 +1,185 @@
+// The daemon's buttons: each button's input device open in the daemon's poll set (no
+// polling: its descriptor wakes the loop), its key's edges turned into gestures, and each
+// gesture's action handed to `perform` (the daemon sends it through the session service as
+// every front-end does). A device that goes away (unplugged, EOF, ENODEV) is closed and
+// opened again every 2 s until it is back; a device the daemon may not read is said once,
+// with what to do (the `input` group).
+import CSystem
+import Glibc
+import Logging
+import StillMomentAudio
+import StillMomentCore
+
+final class ButtonWatcher {
+    /// A gesture taken: which button, which gesture, what to do.
+    typealias Perform = (Button, Gesture.Kind, ButtonAction) -> Void
+
+    static let reopenMs: Int64 = 2000
+
+    private final class Watched {
+        let button: Button
+        let actions: [Gesture.Kind: ButtonAction]
+        var gesture: Gesture
+        var fd: Int32 = -1
+        /// When to try to open it again (ms), while closed.
+        var retryAt: Int64 = 0
+        /// The last problem said in the log (said again only when it changes).
+        var problem: String?
+
+        init(_ button: Button, _ actions: [Gesture.Kind: ButtonAction]) {
+            self.button = button
+            self.actions = actions
+            gesture = Gesture(hasHold: actions[.hold] != nil, hasDouble: actions[.double] != nil)
+        }
+    }
+
+    private var watched: [Watched] = []
+    private let log: Logger
+    private let perform: Perform
+    private let eventSize = Int(sm_input_event_size())
+
+    init(log: Logger, perform: @escaping Perform) {
+        self.log = log
+        self.perform = perform
+    }
+
+    deinit { closeAll() }
+
+    /// Watches these buttons from now on (the ones before are closed).
+    func load(_ buttons: [Button]) {
+        closeAll()
+        watched = buttons.compactMap { button in
+            var actions: [Gesture.Kind: ButtonAction] = [:]
+            for (kind, text) in button.actions {
+                do throws(CoreError) {
+                    actions[kind] = try ButtonAction(parsing: text)
+                } catch {
+                    log.error("button \(button.id): its \(kind.rawValue) action '\(Display.clean(text))' is refused: \(error.description)")
+                }
+            }
+            return actions.isEmpty ? nil : Watched(button, actions)
+        }
+        let now = MonotonicClock.milliseconds()
+        for w in watched { open(w, now: now) }
+    }
+
+    var count: Int { watched.count }
+    /// How many devices are open now.
+    var openCount: Int { watched.filter { $0.fd >= 0 }.count }
+
+    func closeAll() {
+        for w in watched where w.fd >= 0 {
+            close(w.fd)
+            w.fd = -1
+        }
+    }
+
+    /// The open devices, for the daemon's poll.
+    func pollDescriptors() -> [pollfd] {
+        watched.filter { $0.fd >= 0 }.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+    }
+
+    /// Reads the devices that poll found ready (in the order `pollDescriptors` gave them),
+    /// then does what is due.
+    func serve(_ fds: ArraySlice<pollfd>) {
+        let now = MonotonicClock.milliseconds()
+        for p in fds where p.revents != 0 {
+            guard let w = watched.first(where: { $0.fd == p.fd }) else { continue }
+            read(w, now: now)
+        }
+        tick()
+    }
+
+    /// Gestures that are due, and devices to open again.
+    func tick() {
+        let now = MonotonicClock.milliseconds()
+        for w in watched {
+            if w.fd < 0 && now >= w.retryAt { open(w, now: now) }
+            for kind in w.gesture.tick(now: now) { take(kind, w) }
+        }
+    }
+
+    /// Milliseconds until something is due (a gesture's deadline, a device to open again).
+    func timeout() -> Int32? {
+        let now = MonotonicClock.milliseconds()
+        let due = watched.compactMap { w -> Int64? in
+            let d = w.gesture.deadline
+            let r: Int64? = w.fd < 0 ? w.retryAt : nil
+            return [d, r].compactMap { $0 }.min()
+        }.min()
+        return due.map { Int32(clamping: max(0, $0 - now)) }
+    }
+
+    private func take(_ kind: Gesture.Kind, _ w: Watched) {
+        guard let action = w.actions[kind] else { return }
+        perform(w.button, kind, action)
+    }
+
+    private func say(_ w: Watched, _ problem: String, error: Bool) {
+        guard w.problem != problem else { return }
+        w.problem = problem
+        if error { log.error("button \(w.button.id): \(problem)") } else { log.notice("button \(w.button.id): \(problem)") }
+    }
+
+    private func open(_ w: Watched, now: Int64) {
+        w.retryAt = now + Self.reopenMs
+        let path = w.button.device.path
+        let resolved: String
+        do {
+            resolved = try w.button.device.resolve()
+        } catch {
+            say(w, "\(error.description); trying again every \(Self.reopenMs / 1000) s", error: false)
+            return
+        }
+        let fd = sm_evdev_open(resolved)
+        guard fd >= 0 else {
+            if -fd == EACCES || -fd == EPERM {
+                say(w, "cannot read \(Display.clean(path)): permission denied. Add the daemon's user to the 'input' group (sudo adduser \(Self.userName()) input), then log in again and restart the daemon", error: true)
+            } else {
+                say(w, "cannot open \(Display.clean(path)): \(String(cString: strerror(-fd))); trying again every \(Self.reopenMs / 1000) s", error: false)
+            }
+            return
+        }
+        w.fd = fd
+        var name = [CChar](repeating: 0, count: 128)
+        let label = sm_evdev_name(fd, &name, Int32(name.count)) > 0 ? " (\(Display.clean(String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))))" : ""
+        if sm_evdev_has_key(fd, Int32(w.button.key)) == 0 {
+            log.warning("button \(w.button.id): \(Display.clean(path))\(label) has no key \(KeyName.name(w.button.key)); `stillmoment button test` shows its keys")
+        }
+        w.problem = nil
+        log.info("button \(w.button.id): watching \(Display.clean(path))\(label) for \(KeyName.name(w.button.key))")
+    }
+
+    private func read(_ w: Watched, now: Int64) {
+        var buf = [UInt8](repeating: 0, count: eventSize * 64)
+        var events = [sm_key_event](repeating: sm_key_event(), count: 64)
+        while w.fd >= 0 {
+            let n = Glibc.read(w.fd, &buf, buf.count)
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+            if n <= 0 {
+                let why = n == 0 ? "it went away" : String(cString: strerror(errno))
+                close(w.fd)
+                w.fd = -1
+                w.retryAt = now + Self.reopenMs
+                say(w, "\(Display.clean(w.button.device.path)): \(why) (unplugged?); trying again every \(Self.reopenMs / 1000) s", error: false)
+                // A key held when the device went counts as nothing.
+                w.gesture = Gesture(hasHold: w.actions[.hold] != nil, hasDouble: w.actions[.double] != nil)
+                return
+            }
+            let count = Int(sm_evdev_decode(buf, Int32(n), &events, Int32(events.count)))
+            for e in events[0..<count] where Int(e.code) == w.button.key && e.value != 2 {
+                // The kernel's time of the edge (monotonic), never later than now nor from
+                // another clock (a device that refused the monotonic clock: now).
+                let at = e.ms <= now && now - e.ms < 1000 ? e.ms : now
+                for kind in w.gesture.key(down: e.value == 1, at: at) { take(kind, w) }
+            }
+            if n < buf.count { return }
+        }
+    }
+
+    static func userName() -> String {
+        guard let pw = getpwuid(getuid()), let name = pw.pointee.pw_name else { return "$USER" }
+        return String(cString: name)
+    }
+}

@@ -1,0 +1,80 @@
+"""Buttons, the LED and hooks through the CLI and a real daemon (the kernel's evdev path
+is the sound-card rig's: hw/button.py). `hooks add/list/remove` and `button add/list/remove`
+with their refusals; an on-end hook of a real sit writes its environment to a file; an
+on-start hook that hangs holds up nothing; the LED on a file tree shaped like sysfs."""
+import os
+import time
+
+from smtest import one_line_error, wait_for
+
+
+def test_hooks_and_buttons_are_stored_checked_and_listed(home):
+    r = home.run("hooks", "add", "on-end", "env", "--flag", "a b")
+    assert r.rc == 0, r.err
+    assert r.out.startswith("hook 1: on-end /") and '"a b"' in r.out      # found in PATH, stored as a path
+    assert one_line_error(home.run("hooks", "add", "on-middle", "/bin/true"))
+    assert one_line_error(home.run("hooks", "add", "on-end", "no-such-program-here"))
+    assert "on-end" in home.run("hooks", "list").out
+    assert home.run("hooks", "remove", "1").rc == 0
+    assert one_line_error(home.run("hooks", "remove", "1"))
+
+    # Buttons: the device guard, the key, the actions, each refused in one line, exit 2.
+    for args in (["/tmp/x", "--press", "stop"], ["/dev/input/../mem", "--press", "stop"],
+                 ["/dev/input/event0", "--key", "KEY_NOPE", "--press", "stop"],
+                 ["/dev/input/event0", "--press", "dance"], ["/dev/input/event0", "--press", "timer --bogus 3"],
+                 ["/dev/input/event0"]):
+        r = home.run("button", "add", *args)
+        assert one_line_error(r), (args, r.err)
+    r = home.run("button", "add", "/dev/input/by-path/none-event", "--key", "KEY_SPACE",
+                 "--press", "timer --preset morning", "--hold", "stop", "--double", "toggle")
+    assert r.rc == 0, r.err
+    assert "no such device" in r.err                  # said, and the daemon keeps trying
+    listed = home.run("button", "list").out
+    assert "KEY_SPACE" in listed and '--press "timer --preset morning"' in listed and "--hold stop" in listed
+    # A daemon that watches a button was started and stays; it says what it waits for.
+    pid = home.daemon_pid()
+    assert pid
+    assert home.run("button", "remove", "1").rc == 0
+    assert one_line_error(home.run("button", "test", "/etc/passwd"))
+
+
+def test_an_on_end_hook_gets_the_sits_facts_and_a_hanging_one_blocks_nothing(home, tmp_path):
+    out = tmp_path / "env.txt"
+    assert home.run("hooks", "add", "on-end", "/bin/sh", "-c", 'env > "$0"', str(out)).rc == 0
+    assert home.run("hooks", "add", "on-start", "/bin/sleep", "60").rc == 0
+    assert home.run("preset", "save", "quick", "2s", "--preparation", "off").rc == 0
+    home.start_daemon()
+    t = time.monotonic()
+    r = home.run("timer", "--preset", "quick", "--device", "null")
+    assert r.rc == 0, r.err
+    assert time.monotonic() - t < 30                  # the hanging on-start hook held up nothing
+    assert wait_for(lambda: out.exists() and "STILLMOMENT_END_REASON" in out.read_text(), 10)
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+    assert env["STILLMOMENT_EVENT"] == "on-end"
+    assert env["STILLMOMENT_KIND"] == "timer"
+    assert env["STILLMOMENT_PRESET"] == "quick" and env["STILLMOMENT_NAME"] == "quick"
+    assert env["STILLMOMENT_END_REASON"] == "completed"
+    assert env["STILLMOMENT_PLANNED_SECONDS"] == "2"
+    assert int(env["STILLMOMENT_HEARD_SECONDS"]) >= 2
+    log = open(home.dir + "/daemon.log").read()
+    assert "hook 1 (on-end /bin/sh) done" in log
+
+
+def test_the_led_follows_the_session_on_a_sysfs_shaped_tree(new_home, tmp_path):
+    leds = tmp_path / "leds"
+    (leds / "sit").mkdir(parents=True)
+    for name, text in (("brightness", "0"), ("max_brightness", "1"), ("trigger", "[none] timer"),
+                       ("delay_on", ""), ("delay_off", "")):
+        (leds / "sit" / name).write_text(text)
+    home = new_home(STILLMOMENT_LEDS=str(leds))
+    assert one_line_error(home.run("settings", "set", "led", "../x"))
+    assert home.run("settings", "set", "led", "sit").rc == 0
+    home.start_daemon()
+    read = lambda name: (leds / "sit" / name).read_text()   # noqa: E731
+    assert wait_for(lambda: read("brightness") == "0" and read("trigger") == "none", 5)
+    assert home.run("timer", "24h", "--preparation", "off", "--device", "null", "--detach").rc == 0
+    assert wait_for(lambda: read("brightness") == "1" and read("trigger") == "none", 5)
+    assert home.run("pause").rc == 0
+    assert wait_for(lambda: read("trigger") == "timer" and read("delay_on") == "1000", 5)
+    assert home.run("stop").rc == 0
+    assert wait_for(lambda: read("trigger") == "none" and read("brightness") == "0", 5)
