@@ -1,7 +1,8 @@
 // The daemon as a process: the lock and the socket's path, signals, the loop, idle exit and
 // housekeeping, and the order in which its long-running parts start and stop. The parts:
 // the device warm-up, the session service (with its device worker, scheduler and standby
-// keeper), the background indexer, and the control-socket listener (SocketListener.swift).
+// keeper), the background indexer, the control-socket listener (SocketListener.swift), and
+// the MQTT bridge to Home Assistant (MQTT/MQTTBridge.swift) when the `mqtt-*` settings ask.
 import CSystem
 import Dispatch
 import FoundationEssentials
@@ -17,9 +18,10 @@ import Synchronization
 /// hostile client can delay an answer but never the sound.
 ///
 /// Start, in order: the lock and the socket (init), the session service and the indexer
-/// (init), the device warm-up (run), then the loop serves. Stop, in the reverse order
-/// (`shutdown`): the session fades out and the device is released, the last events reach
-/// the clients, the listener closes its connections, the indexer halts after its file, a
+/// (init), the device warm-up and the MQTT bridge (run), then the loop serves. Stop, in the
+/// reverse order (`shutdown`): the MQTT bridge says `offline` and disconnects, the session
+/// fades out and the device is released, the last events reach the clients, the listener
+/// closes its connections, the indexer halts after its file, a
 /// warm-up still running is waited for; the socket and the lock go last (deinit).
 public final class Daemon {
     public struct Options: Sendable {
@@ -36,6 +38,8 @@ public final class Daemon {
         /// Idle this long, it stores the frame index of older MP3 meditations and the length
         /// of older imported sounds (BackgroundIndexer).
         public var indexAfterIdle: Double = 10
+        /// The program's version (Home Assistant's device page shows it).
+        public var version: String = ""
 
         public init(onDemand: Bool, idleExit: Double = 600) {
             self.onDemand = onDemand
@@ -48,6 +52,7 @@ public final class Daemon {
     private let host: SessionService
     private let indexer: BackgroundIndexer
     private let listener: SocketListener
+    private let mqtt: MQTTBridge
     private var lockFD: Int32
     private let socketPath: String
     /// The socket file we bound (device, inode): only that one is ours to remove.
@@ -68,6 +73,7 @@ public final class Daemon {
             host = SessionService(store: store, log: log)
             indexer = BackgroundIndexer(store: store, log: log)
             listener = SocketListener(listenFD: listening, options: options, host: host, log: log)
+            mqtt = MQTTBridge(host: host, log: log, version: options.version)
         } catch {
             close(listening)
             unlink(socketPath)
@@ -166,6 +172,8 @@ public final class Daemon {
         // The device's configuration and libraries, loaded while nothing waits for them
         // (a settings file that cannot be read is the first session's to report).
         if let settings = try? Settings.load(), let device = try? DeviceName.setting(settings) { DeviceWarmup.begin(device: device) }
+        // MQTT when the settings ask (libmosquitto loaded only then; its network on its own thread).
+        mqtt.follow(now: now(), force: true)
         while step() {}
         shutdown()
     }
@@ -175,6 +183,7 @@ public final class Daemon {
     /// are closed, the indexer halts after its file, and a warm-up still running is waited
     /// for (not exiting with a thread inside alsa-lib). Each step is harmless twice.
     private func shutdown() {
+        mqtt.stop()
         host.shutdown()
         listener.broadcast(host.takeEvents())
         listener.stop()
@@ -213,8 +222,16 @@ public final class Daemon {
         let sleep: Int32 = host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100
         pollOnce(timeoutMs: host.pollTimeout(cap: min(sleep, cap ?? sleep)))
         host.tick()
-        listener.broadcast(host.takeEvents())
+        let events = host.takeEvents()
+        listener.broadcast(events)
         let t = now()
+        // The MQTT bridge: what came in (commands run as the listener's do), then what went
+        // out; the settings file looked at (a stat) for `mqtt enable` and `disable`.
+        mqtt.serve()
+        let more = host.takeEvents()
+        listener.broadcast(more)
+        mqtt.publish(events + more)
+        mqtt.follow(now: t)
         if t - lastCheck >= 5 {
             lastCheck = t
             if reachable && !ownsSocket {
@@ -260,7 +277,7 @@ public final class Daemon {
         }
         listener.enforcePolicy()
         // A daemon that keeps a schedule does not exit when idle.
-        if options.onDemand, host.isIdle, !host.keepsTime, t - idleSince > options.idleExit {
+        if options.onDemand, host.isIdle, !host.keepsTime, !mqtt.keepsDaemon, t - idleSince > options.idleExit {
             log.info("no session for \(Int(options.idleExit)) s: exiting")
             listener.flushAll()
             return false
@@ -288,12 +305,16 @@ public final class Daemon {
 
     private func pollOnce(timeoutMs: Int32) {
         // The device worker's wake-up comes last: its completions are taken in by the tick.
+        // The MQTT client's queue and the device worker's wake-up come last: they are taken
+        // in by the step after the poll.
         var fds = listener.pollDescriptors()
+        let own = fds.count
+        if let fd = mqtt.pollFD { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
         fds.append(pollfd(fd: host.wakeFD, events: Int16(POLLIN), revents: 0))
         let n = poll(&fds, nfds_t(fds.count), timeoutMs)
         guard n > 0 else { return }
         // What came in came by now (a relative seek counts from here).
-        listener.serve(fds.dropLast(), arrived: MonotonicClock.nanoseconds())
+        listener.serve(fds.prefix(own), arrived: MonotonicClock.nanoseconds())
     }
 
     private func now() -> Double { MonotonicClock.seconds() }

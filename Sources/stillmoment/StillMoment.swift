@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import StillMomentAudio
+import StillMomentControl
 import StillMomentWeb
 
 @main
@@ -21,6 +22,7 @@ struct StillMoment: ParsableCommand {
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
             StatusCommand.self, PauseCommand.self, ResumeCommand.self, StopCommand.self, FinishCommand.self, SeekCommand.self,
             AttachCommand.self, ScheduleCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self, WebCommand.self,
+            MQTTCommandLine.self,
         ]
     )
 
@@ -32,6 +34,7 @@ struct StillMoment: ParsableCommand {
         // The web app's tables and settings, before any command opens the catalog or reads
         // the settings: every process of this executable knows them (the daemon, the CLI).
         WebRegistration.register()
+        MQTTConfig.register()
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
             if let invocation = QuickParse.invocation(arguments) {
