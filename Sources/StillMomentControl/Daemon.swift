@@ -173,7 +173,7 @@ public final class Daemon {
         // (a settings file that cannot be read is the first session's to report).
         if let settings = try? Settings.load(), let device = try? DeviceName.setting(settings) { DeviceWarmup.begin(device: device) }
         // MQTT when the settings ask (libmosquitto loaded only then; its network on its own thread).
-        mqtt.follow(now: now(), force: true)
+        mqtt.follow(force: true)
         while step() {}
         shutdown()
     }
@@ -231,7 +231,7 @@ public final class Daemon {
         let more = host.takeEvents()
         listener.broadcast(more)
         mqtt.publish(events + more)
-        mqtt.follow(now: t)
+        mqtt.follow()
         if t - lastCheck >= 5 {
             lastCheck = t
             if reachable && !ownsSocket {

@@ -20,7 +20,6 @@ final class MQTTBridge {
     private var connected = false
     /// The settings file as last seen (mtime, size, inode): read again only when it changed.
     private var seen: (Int, Int, Int, Int)?
-    private var lastLook = 0.0
     private var looked = false
     /// What Home Assistant chose and set (kept for this daemon's life).
     private var chosenPreset = HomeAssistantDiscovery.noPreset
@@ -47,11 +46,9 @@ final class MQTTBridge {
 
     // MARK: the settings
 
-    /// Looks at the settings file (at most twice a second; a stat when it did not change)
-    /// and starts, restarts or stops the client to match.
-    func follow(now: Double, force: Bool = false) {
-        guard force || now - lastLook >= 0.5 else { return }
-        lastLook = now
+    /// Looks at the settings file (a stat on each turn of the loop; read only when it
+    /// changed) and starts, restarts or stops the client to match.
+    func follow(force: Bool = false) {
         var st = stat()
         let id: (Int, Int, Int, Int)? = stat(Paths.settingsFile, &st) == 0
             ? (Int(st.st_mtim.tv_sec), Int(st.st_mtim.tv_nsec), Int(st.st_size), Int(st.st_ino)) : nil
@@ -107,8 +104,9 @@ final class MQTTBridge {
     func stop(removing: Bool = false) {
         guard let c = client else { return }
         if removing && connected {
-            for e in HomeAssistantEntity.all { c.publish(topics.config(e), "", retain: true, qos: 1) }
-            c.publish(topics.state, "", retain: true, qos: 1)
+            // QoS 0: straight into the queue before the disconnect (QoS 1 may wait for acks).
+            for e in HomeAssistantEntity.all { c.publish(topics.config(e), "", retain: true) }
+            c.publish(topics.state, "", retain: true)
             log.info("MQTT: the entities were removed from Home Assistant")
         }
         c.close(availability: topics.availability)
