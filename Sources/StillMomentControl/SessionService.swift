@@ -54,6 +54,8 @@ public final class SessionService: ScheduleHost {
     private var lastStateKey = ""
     private var events: [Event] = []
     private var lastProgress: Int64 = 0
+    /// The MQTT bridge's link, for the status (set by the bridge; nil while MQTT is off).
+    var mqttLink: Status.MQTTLink?
 
     /// Where heard sessions are recorded (by their runner).
     let practice: PracticeLog
@@ -659,6 +661,7 @@ public final class SessionService: ScheduleHost {
     /// What is playing: the answer to every command and the payload of events.
     func status() -> Status {
         var o = Status(state: .idle)
+        o.mqtt = mqttLink
         if let p = suspended {
             o.suspended = .init(id: p.meditation.id, name: p.meditation.name, position: p.position)
         }

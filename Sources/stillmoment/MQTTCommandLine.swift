@@ -85,6 +85,19 @@ struct MQTTCommandLine: ParsableCommand {
             // The password's file is named, never its content.
             Console.out(tr("password file: ", "Passwortdatei: ") + Display.clean(config.passwordFile ?? "-"))
             Console.out("TLS: " + Display.clean(config.tlsCA ?? "-"))
+            // The link as the running daemon has it (none is started to ask).
+            let link: String
+            if let status = try? ControlClient.connect(startIfNeeded: false).send(.status) {
+                if let m = status.mqtt {
+                    link = m.connected ? tr("connected to \(m.broker) as node \(m.node)", "verbunden mit \(m.broker) als Knoten \(m.node)")
+                                       : tr("connecting to \(m.broker)", "verbindet sich mit \(m.broker)")
+                } else {
+                    link = tr("none", "keine")
+                }
+            } else {
+                link = tr("none (no daemon runs)", "keine (kein Daemon läuft)")
+            }
+            Console.out(tr("link: ", "Verbindung: ") + link)
         }
     }
 

@@ -87,6 +87,8 @@ def test_discovery_configs_device_and_availability(new_home, broker):
     assert len(ids) == len(ENTITIES)
     state = json.loads(broker.retained(f"{BASE}/state")[f"{BASE}/state"])
     assert state["phase"] == "idle" and state["sitting"] == "OFF" and state["schedules"] == "ON"
+    assert f"link: connected to {broker.address} as node {NODE}" in h.run("mqtt", "status").out
+    assert h.status()["mqtt"] == {"broker": broker.address, "node": NODE, "connected": True}
     # The same ids after a restart of the daemon.
     smtest.stop_pid(h.daemon.pid)
     h.daemon.wait()
@@ -196,6 +198,7 @@ def test_broker_restart_reconnects_and_keeps_playing(new_home, broker):
     broker.stop()
     time.sleep(0.5)
     assert h.status().get("state") == "idle" and h.daemon.poll() is None, "works without the broker"
+    assert smtest.wait_for(lambda: f"link: connecting to {broker.address}" in h.run("mqtt", "status").out, 5)
     broker.start()                           # same port; nothing retained (no persistence)
     assert online(broker, 20), log(h)         # backoff: 1 s, 2 s, …
     assert len(broker.retained("homeassistant/#")) == len(ENTITIES), "discovery published again"
@@ -220,7 +223,8 @@ def test_disable_removes_the_entities(new_home, broker):
     assert r.rc == 0, r
     assert smtest.wait_for(lambda: broker.retained("homeassistant/#") == {}, 10), log(h)
     assert broker.retained(f"{BASE}/availability").get(f"{BASE}/availability") == "offline"
-    assert h.run("mqtt", "status").out.startswith("MQTT: off")
+    out = h.run("mqtt", "status").out
+    assert out.startswith("MQTT: off") and "link: none" in out
 
 
 def test_password_file_user_and_secrecy(new_home, tmp_path_factory):

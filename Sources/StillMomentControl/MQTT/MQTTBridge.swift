@@ -95,6 +95,7 @@ final class MQTTBridge {
         }
         running = config
         connected = false
+        host.mqttLink = .init(broker: broker.description, node: topics.node, connected: false)
         minutes = minutes ?? Self.settingsMinutes()
         log.info("MQTT: connecting to \(broker) as node \(topics.node)\(config.user.map { " (user \(Display.clean($0)))" } ?? "")\(config.tlsCA != nil ? " over TLS" : "")")
     }
@@ -113,6 +114,7 @@ final class MQTTBridge {
         client = nil
         running = nil
         connected = false
+        host.mqttLink = nil
         log.info("MQTT: disconnected")
     }
 
@@ -129,6 +131,7 @@ final class MQTTBridge {
                     continue
                 }
                 connected = true
+                host.mqttLink?.connected = true
                 log.info("MQTT: connected")
                 c.subscribe(topics.commands)
                 c.subscribe(MQTTTopics.homeAssistantStatus)
@@ -136,6 +139,7 @@ final class MQTTBridge {
             case .disconnected(let code):
                 if connected { log.warning("MQTT: connection lost (\(MQTTClient.strerror(code))); reconnecting") }
                 connected = false
+                host.mqttLink?.connected = false
             case .dropped(let topic):
                 log.warning("MQTT: a message on \(Display.clean(String(topic.prefix(120)))) was ignored: too long")
             case .message(let topic, let payload):
