@@ -219,7 +219,7 @@ public final class Daemon {
         }
         // Idle with nobody connected, the loop sleeps until the socket watchdog's next
         // look (5 s) or the next scheduled entry, whichever comes first.
-        let sleep: Int32 = host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100
+        let sleep: Int32 = min(host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100, mqtt.dueWithinMs ?? .max)
         pollOnce(timeoutMs: host.pollTimeout(cap: min(sleep, cap ?? sleep)))
         host.tick()
         let events = host.takeEvents()

@@ -40,6 +40,7 @@ struct MQTTCommandLine: ParsableCommand {
                 let file = try passwordFile.map { p throws(CoreError) in try MQTTConfig.checkPath(absolute(p), option: "--password-file") }
                 if let file { _ = try MQTTConfig.readPassword(file) }    // checked now; read again by the daemon
                 if let ca, access(ca, R_OK) != 0 { throw CoreError.io(path: ca, reason: .systemError) }
+                if let why = MQTTClient.unavailable() { throw CoreError.io(path: "libmosquitto.so.1", reason: .same(why)) }
                 try settings.set("mqtt-broker", address.description, catalog: catalog)
                 try settings.set("mqtt-user", user ?? "", catalog: catalog)
                 try settings.set("mqtt-password-file", file ?? "", catalog: catalog)

@@ -41,6 +41,9 @@ final class MQTTBridge {
     /// MQTT is on: the daemon stays (Home Assistant needs it) rather than exit when idle.
     var keepsDaemon: Bool { running != nil }
 
+    /// Something to publish soon (today's total after a session): the loop wakes for it.
+    var dueWithinMs: Int32? { guard connected else { return nil }; return todayDue.map { Int32(max(0, min(1000, ($0 - MonotonicClock.seconds()) * 1000))) } }
+
     /// The client's fd for the poll set (nil: none).
     var pollFD: Int32? { client?.fd }
 
@@ -68,6 +71,7 @@ final class MQTTBridge {
             log.error("MQTT settings: \(error.text(.en))")
             return
         }
+        if config.enabled && config.broker == nil { log.warning("MQTT: mqtt-enabled is on but mqtt-broker is empty (stillmoment mqtt enable --broker HOST)") }
         let wanted = config.enabled && config.broker != nil ? config : nil
         if wanted == running { return }
         if let old = running {
@@ -249,7 +253,10 @@ final class MQTTBridge {
     /// The daemon's events since the last step: state changes become the state topic,
     /// starts and ends the event entity's events; progress updates `remaining` every 10 s.
     func publish(_ events: [Event]) {
-        guard client != nil, connected else { return }
+        guard client != nil, connected else {
+            todayDue = nil     // read again on the next connection's announce
+            return
+        }
         var changed = false
         for event in events {
             switch event {

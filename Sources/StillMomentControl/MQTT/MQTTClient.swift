@@ -4,7 +4,7 @@ import CMQTT
 import StillMomentCore
 
 /// One connection to a broker (libmosquitto loaded on the first one made).
-final class MQTTClient {
+public final class MQTTClient {
     enum Incoming: Equatable {
         case connected(code: Int32)
         case disconnected(code: Int32)
@@ -61,6 +61,12 @@ final class MQTTClient {
     /// (waits at most `timeoutMs` for the broker).
     func close(availability: String, timeoutMs: Int32 = 1000) {
         sm_mqtt_close(handle, availability, "offline", timeoutMs)
+    }
+
+    /// nil when libmosquitto loads (it stays loaded in this process), else why not.
+    public static func unavailable() -> String? {
+        var err = [CChar](repeating: 0, count: 256)
+        return sm_mqtt_available(&err, err.count) == 1 ? nil : MQTTConfig.text(err)
     }
 
     static func strerror(_ code: Int32) -> String { String(cString: sm_mqtt_strerror(code)) }
