@@ -39,16 +39,33 @@ class Broker:
     """mosquitto on 127.0.0.1:port, in `folder`; `users` {name: password} turns
     anonymous access off."""
 
-    def __init__(self, folder, users=None, port=None):
+    def __init__(self, folder, users=None, port=None, tls=False):
         self.folder = str(folder)
         self.port = port or free_port()
         self.users = users
         self.proc = None
+        self.ca = self._certificates() if tls else None
+
+    def _certificates(self):
+        """A CA and the broker's certificate for 127.0.0.1 (openssl); the CA's path."""
+        f = self.folder
+        def ssl(*args):
+            subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=f)
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=stillmoment test CA")
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1")
+        with open(os.path.join(f, "san.ext"), "w") as e:
+            e.write("subjectAltName=IP:127.0.0.1\n")
+        ssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "broker.pem", "-days", "2", "-extfile", "san.ext")
+        return os.path.join(f, "ca.pem")
 
     def start(self):
         conf = os.path.join(self.folder, "mosquitto.conf")
         # As root, mosquitto would drop to the user `mosquitto`, who cannot read our folder.
         lines = [f"listener {self.port} 127.0.0.1", "persistence false", f"user {pwd.getpwuid(os.getuid()).pw_name}"]
+        if self.ca:
+            lines += [f"cafile {self.ca}", f"certfile {self.folder}/broker.pem", f"keyfile {self.folder}/broker.key"]
         if self.users:
             pw = os.path.join(self.folder, "passwd")
             open(pw, "w").close()
@@ -84,10 +101,11 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     def auth(self):
+        out = ["--cafile", self.ca] if self.ca else []
         if not self.users:
-            return []
+            return out
         name, password = next(iter(self.users.items()))
-        return ["-u", name, "-P", password]
+        return out + ["-u", name, "-P", password]
 
     def publish(self, topic, payload, retain=False):
         args = [tool("mosquitto_pub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(), "-t", topic]

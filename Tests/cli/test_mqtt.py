@@ -255,6 +255,26 @@ def test_password_file_user_and_secrecy(new_home, tmp_path_factory):
         b.stop()
 
 
+def test_tls_with_a_ca(new_home, tmp_path_factory):
+    b = Broker(tmp_path_factory.mktemp("mq"), tls=True).start()
+    try:
+        h = new_home(idle_exit="120")
+        assert h.run("settings", "set", "device", "null").rc == 0
+        r = h.run("mqtt", "enable", "--broker", b.address, "--node", NODE, "--tls", b.ca)
+        assert r.rc == 0, r
+        assert online(b), log(h)
+        assert "over TLS" in log(h)
+        assert len(b.retained("homeassistant/#")) == len(ENTITIES)
+        # Another CA: the broker's certificate is refused, nothing connects.
+        other = Broker(tmp_path_factory.mktemp("mq"), tls=True)
+        h.run("mqtt", "enable", "--broker", b.address, "--node", "other", "--tls", other.ca)
+        time.sleep(3)
+        assert "stillmoment/other/availability" not in b.retained("stillmoment/#")
+        assert h.status().get("mqtt", {}).get("connected") is False
+    finally:
+        b.stop()
+
+
 def test_bad_arguments_are_refused_in_one_line(home):
     for broker in ("a b", "host:99999", "host:", "-oProxy", "mqtt://host", "[zz]:1", "x" * 300, "host\nx"):
         r = home.run("mqtt", "enable", f"--broker={broker}")
