@@ -37,9 +37,9 @@ static struct {
     int (*tls_set)(struct mosquitto *, const char *, const char *, const char *, const char *, void *);
     int (*will_set)(struct mosquitto *, const char *, int, const void *, int, bool);
     int (*reconnect_delay_set)(struct mosquitto *, unsigned int, unsigned int, bool);
-    int (*connect_async)(struct mosquitto *, const char *, int, int);
-    int (*loop_start)(struct mosquitto *);
-    int (*loop_stop)(struct mosquitto *, bool);
+    int (*connect)(struct mosquitto *, const char *, int, int);
+    int (*loop_forever)(struct mosquitto *, int, int);
+    int (*threaded_set)(struct mosquitto *, bool);
     int (*disconnect)(struct mosquitto *);
     int (*publish)(struct mosquitto *, int *, const char *, int, const void *, int, bool);
     int (*subscribe)(struct mosquitto *, int *, const char *, int);
@@ -65,8 +65,8 @@ static void load(void) {
     SYM(lib_init, "mosquitto_lib_init"); SYM(new_, "mosquitto_new"); SYM(destroy, "mosquitto_destroy");
     SYM(username_pw_set, "mosquitto_username_pw_set"); SYM(tls_set, "mosquitto_tls_set");
     SYM(will_set, "mosquitto_will_set"); SYM(reconnect_delay_set, "mosquitto_reconnect_delay_set");
-    SYM(connect_async, "mosquitto_connect_async"); SYM(loop_start, "mosquitto_loop_start");
-    SYM(loop_stop, "mosquitto_loop_stop"); SYM(disconnect, "mosquitto_disconnect");
+    SYM(connect, "mosquitto_connect"); SYM(loop_forever, "mosquitto_loop_forever");
+    SYM(threaded_set, "mosquitto_threaded_set"); SYM(disconnect, "mosquitto_disconnect");
     SYM(publish, "mosquitto_publish"); SYM(subscribe, "mosquitto_subscribe");
     SYM(connect_callback_set, "mosquitto_connect_callback_set");
     SYM(disconnect_callback_set, "mosquitto_disconnect_callback_set");
@@ -87,18 +87,21 @@ int sm_mqtt_available(char *err, size_t errlen) {
 struct sm_mqtt {
     struct mosquitto *mosq;
     int efd;
+    pthread_t thread;
+    char *host;
+    int port, keepalive;
+    int stopping;              /* close() was called: the thread ends */
+    int ended;                 /* the thread has ended */
+    int orphaned;              /* close() gave up waiting: the thread frees everything */
     pthread_mutex_t lock;
     pthread_cond_t changed;
     sm_mqtt_event *queue;      /* QUEUE slots, a ring */
     int head, count;
-    int disconnected;          /* the disconnect callback ran since the last connect */
 };
 
 /* On libmosquitto's thread: queue an event (a full queue drops it, said as one DROPPED). */
 static void push(sm_mqtt *m, int kind, int code, const char *topic, const void *payload, size_t length) {
     pthread_mutex_lock(&m->lock);
-    if (kind == SM_MQTT_DISCONNECTED) m->disconnected = 1;
-    if (kind == SM_MQTT_CONNECTED) m->disconnected = 0;
     pthread_cond_broadcast(&m->changed);
     if (m->count == QUEUE) {
         sm_mqtt_event *last = &m->queue[(m->head + QUEUE - 1) % QUEUE];
@@ -150,6 +153,60 @@ static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto
     push(obj, SM_MQTT_MESSAGE, 0, msg->topic, msg->payload, len);
 }
 
+/* Frees the client (its thread has ended). */
+static void release(sm_mqtt *m) {
+    M.destroy(m->mosq);
+    close(m->efd);
+    free(m->queue);
+    free(m->host);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->changed);
+    free(m);
+}
+
+/* The network thread: connects (name resolution and the TCP and TLS handshakes happen
+ * here, never on the daemon's thread), then runs libmosquitto's loop, which reconnects by
+ * itself after a lost connection (1 s doubling to 60 s). The loop gives up on what it
+ * counts as fatal (a name that does not resolve yet, a TLS failure): then this thread
+ * waits (1 s doubling to 60 s, or until close) and connects again. */
+static void *network(void *arg) {
+    sm_mqtt *m = arg;
+    unsigned delay = 1;
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        int stop = m->stopping;
+        pthread_mutex_unlock(&m->lock);
+        if (stop) break;
+        int rc = M.connect(m->mosq, m->host, m->port, m->keepalive);
+        if (rc == 0) {
+            delay = 1;
+            pthread_mutex_lock(&m->lock);
+            stop = m->stopping;
+            pthread_mutex_unlock(&m->lock);
+            if (stop) M.disconnect(m->mosq);    /* closed while connecting: leave at once */
+            M.loop_forever(m->mosq, -1, 1);     /* returns when disconnecting, or given up */
+        } else {
+            push(m, SM_MQTT_DISCONNECTED, rc, NULL, NULL, 0);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += delay;
+        delay = delay < 60 ? delay * 2 : 60;
+        pthread_mutex_lock(&m->lock);
+        while (!m->stopping) {
+            if (pthread_cond_timedwait(&m->changed, &m->lock, &until) == ETIMEDOUT) break;
+        }
+        pthread_mutex_unlock(&m->lock);
+    }
+    pthread_mutex_lock(&m->lock);
+    m->ended = 1;
+    int orphan = m->orphaned;
+    pthread_cond_broadcast(&m->changed);
+    pthread_mutex_unlock(&m->lock);
+    if (orphan) release(m);
+    return NULL;
+}
+
 static void fail(char *err, size_t errlen, const char *what, int rc) {
     if (err && errlen) snprintf(err, errlen, "%s: %s", what, rc == 14 /* MOSQ_ERR_ERRNO */ ? strerror(errno) : M.strerror(rc));
 }
@@ -175,12 +232,18 @@ sm_mqtt *sm_mqtt_open(const char *client_id, const char *host, int port, int kee
     M.connect_callback_set(m->mosq, on_connect);
     M.disconnect_callback_set(m->mosq, on_disconnect);
     M.message_callback_set(m->mosq, on_message);
+    M.threaded_set(m->mosq, true);      /* publish from the daemon's thread, the loop on ours */
+    m->host = strdup(host);
+    m->port = port;
+    m->keepalive = keepalive;
     /* A broker away now is no failure: the network thread keeps trying (with backoff). */
-    rc = M.connect_async(m->mosq, host, port, keepalive);
-    if (rc && rc != 14) { fail(err, errlen, "connect", rc); goto bad; }
-    if ((rc = M.loop_start(m->mosq))) { fail(err, errlen, "network thread", rc); goto bad; }
+    if (!m->host || pthread_create(&m->thread, NULL, network, m)) {
+        snprintf(err, errlen, "cannot start the MQTT network thread");
+        goto bad;
+    }
     return m;
 bad:
+    free(m->host);
     if (m->mosq) M.destroy(m->mosq);
     if (m->efd >= 0) close(m->efd);
     free(m->queue);
@@ -219,28 +282,33 @@ int sm_mqtt_subscribe(sm_mqtt *m, const char *pattern, int qos) {
 
 void sm_mqtt_close(sm_mqtt *m, const char *topic, const char *payload, int timeout_ms) {
     if (!m) return;
+    pthread_mutex_lock(&m->lock);
+    m->stopping = 1;
+    pthread_cond_broadcast(&m->changed);
+    pthread_mutex_unlock(&m->lock);
+    /* Queued before the disconnect, so they leave first (QoS 0, retained). */
     if (topic && payload) M.publish(m->mosq, NULL, topic, (int)strlen(payload), payload, 0, true);
-    int rc = M.disconnect(m->mosq);
-    int gone = 0, clean = 0;
-    if (rc) gone = 1;      /* not connected: nothing to wait for; the thread may be asleep */
+    M.disconnect(m->mosq);      /* the loop sends it and returns; not connected: nothing */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += timeout_ms / 1000;
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
     pthread_mutex_lock(&m->lock);
-    while (!gone && !m->disconnected) {
+    while (!m->ended) {
         if (pthread_cond_timedwait(&m->changed, &m->lock, &until) == ETIMEDOUT) break;
     }
-    clean = !rc && m->disconnected;
+    int ended = m->ended;
+    /* Still in a name lookup or a TCP connect to a host that does not answer: the thread
+     * leaves when that returns (it sees `stopping`) and frees everything itself. */
+    if (!ended) m->orphaned = 1;
     pthread_mutex_unlock(&m->lock);
-    M.loop_stop(m->mosq, !clean);
-    M.destroy(m->mosq);
-    close(m->efd);
-    free(m->queue);
-    pthread_mutex_destroy(&m->lock);
-    pthread_cond_destroy(&m->changed);
-    free(m);
+    if (ended) {
+        pthread_join(m->thread, NULL);
+        release(m);
+    } else {
+        pthread_detach(m->thread);
+    }
 }
 
 const char *sm_mqtt_strerror(int code) {

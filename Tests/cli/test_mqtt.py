@@ -205,6 +205,29 @@ def test_broker_restart_reconnects_and_keeps_playing(new_home, broker):
     assert "reconnecting" in log(h)
 
 
+def test_a_broker_away_at_the_start_and_a_name_that_does_not_resolve(new_home, broker):
+    h = new_home(idle_exit="120")
+    assert h.run("settings", "set", "device", "null").rc == 0
+    h.daemon = h.start_daemon()
+    broker.stop()
+    # A host name (resolved on the network thread, never the daemon's), the broker away.
+    assert h.run("mqtt", "enable", "--broker", f"localhost:{broker.port}", "--node", NODE).rc == 0
+    assert smtest.wait_for(lambda: "cannot connect" in log(h), 10), log(h)
+    t0 = time.monotonic()
+    assert h.status().get("mqtt", {}).get("connected") is False
+    assert time.monotonic() - t0 < 2, "the daemon answers meanwhile"
+    broker.start()
+    assert online(broker, 20), log(h)
+    # A name that cannot resolve (.invalid): said once, the daemon serves, and it stops cleanly.
+    assert h.run("mqtt", "enable", "--broker", "no-such-broker.invalid", "--node", NODE).rc == 0
+    assert smtest.wait_for(lambda: log(h).count("cannot connect") >= 2, 30), log(h)
+    assert h.status().get("state") == "idle"
+    assert h.run("mqtt", "disable").rc == 0
+    assert smtest.wait_for(lambda: "mqtt" not in h.status(), 10)
+    smtest.stop_pid(h.daemon.pid)
+    assert h.daemon.wait() == 0
+
+
 def test_home_assistant_online_republishes(new_home, broker):
     h = mqtt_home(new_home, broker, capture=False)
     assert online(broker)

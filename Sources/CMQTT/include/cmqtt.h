@@ -1,7 +1,7 @@
 /* An MQTT client for the daemon's Home Assistant bridge: Debian's libmosquitto (libmosquitto.so.1),
  * loaded with dlopen only when MQTT is enabled, so a daemon without it neither maps the
- * library nor its libssl. The network runs on libmosquitto's own thread (mosquitto_loop_start),
- * which reconnects with an exponential backoff; what it receives (connected, disconnected, a
+ * library nor its libssl. The network runs on a thread of its own (name resolution and
+ * handshakes included; libmosquitto's loop in it), which reconnects with an exponential backoff; what it receives (connected, disconnected, a
  * message) is queued here and an eventfd becomes readable, which the daemon's poll loop
  * watches: nothing in this file ever blocks the daemon's thread. */
 #ifndef CMQTT_H
@@ -48,7 +48,8 @@ int sm_mqtt_publish(sm_mqtt *m, const char *topic, const void *payload, size_t l
 int sm_mqtt_subscribe(sm_mqtt *m, const char *pattern, int qos);
 
 /* Publishes `payload` to `topic` (retained) then disconnects cleanly (no will), waits at
- * most timeout_ms for it to leave, stops the thread and frees everything. */
+ * most timeout_ms for the thread to end and frees everything (a thread stuck in a connect
+ * frees it when that returns). */
 void sm_mqtt_close(sm_mqtt *m, const char *topic, const char *payload, int timeout_ms);
 
 const char *sm_mqtt_strerror(int code);

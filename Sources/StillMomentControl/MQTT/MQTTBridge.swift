@@ -18,6 +18,8 @@ final class MQTTBridge {
     private var running: MQTTConfig?
     private var topics = MQTTTopics(node: "_")
     private var connected = false
+    /// A connection failed since the last start or connection (said once in the log).
+    private var failing = false
     /// The settings file as last seen (mtime, size, inode): read again only when it changed.
     private var seen: (Int, Int, Int, Int)?
     private var looked = false
@@ -99,6 +101,7 @@ final class MQTTBridge {
         }
         running = config
         connected = false
+        failing = false
         host.mqttLink = .init(broker: broker.description, node: topics.node, connected: false)
         minutes = minutes ?? Self.settingsMinutes()
         log.info("MQTT: connecting to \(broker) as node \(topics.node)\(config.user.map { " (user \(Display.clean($0)))" } ?? "")\(config.tlsCA != nil ? " over TLS" : "")")
@@ -135,13 +138,19 @@ final class MQTTBridge {
                     continue
                 }
                 connected = true
+                failing = false
                 host.mqttLink?.connected = true
                 log.info("MQTT: connected")
                 c.subscribe(topics.commands)
                 c.subscribe(MQTTTopics.homeAssistantStatus)
                 announce()
             case .disconnected(let code):
-                if connected { log.warning("MQTT: connection lost (\(MQTTClient.strerror(code))); reconnecting") }
+                if connected {
+                    log.warning("MQTT: connection lost (\(MQTTClient.strerror(code))); reconnecting")
+                } else if !failing {
+                    log.warning("MQTT: cannot connect (\(MQTTClient.strerror(code))); trying again, 1 s doubling to 60 s")
+                }
+                failing = !connected
                 connected = false
                 host.mqttLink?.connected = false
             case .dropped(let topic):
