@@ -184,7 +184,9 @@ static void *network(void *arg) {
             stop = m->stopping;
             pthread_mutex_unlock(&m->lock);
             if (stop) M.disconnect(m->mosq);    /* closed while connecting: leave at once */
-            M.loop_forever(m->mosq, -1, 1);     /* returns when disconnecting, or given up */
+            /* A day at most in each wait, as mosquitto_loop_start does: the loop wakes for
+             * the keepalive, a packet, or a publish from the daemon (its socket pair). */
+            M.loop_forever(m->mosq, 1000 * 86400, 1);     /* returns when disconnecting, or given up */
         } else {
             push(m, SM_MQTT_DISCONNECTED, rc, NULL, NULL, 0);
         }
@@ -241,6 +243,7 @@ sm_mqtt *sm_mqtt_open(const char *client_id, const char *host, int port, int kee
         snprintf(err, errlen, "cannot start the MQTT network thread");
         goto bad;
     }
+    pthread_setname_np(m->thread, "mqtt");
     return m;
 bad:
     free(m->host);
