@@ -261,7 +261,7 @@ public final class Daemon {
         } else if !host.isIdle {
             indexer.pause()
         }
-        if indexer.takeEnded() { codeReleased = false }
+        if indexer.takeEnded() || mqtt.takeAnnounced() { codeReleased = false }
         if let id = host.activeSession {
             if playing?.id != id { playing = (id, t, false) }
             if let p = playing, !p.released, t - p.since >= 3 {

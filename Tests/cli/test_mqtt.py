@@ -337,3 +337,20 @@ def test_libmosquitto_is_loaded_only_when_mqtt_is_on(new_home, broker):
     assert "libmosquitto" in maps(d.pid)
     with_mqtt = rss_kb(d.pid)
     print(f"daemon RSS: {without} KiB without MQTT, {with_mqtt} KiB connected")
+    # Idle, the network thread sleeps until the keepalive's ping (30 s): at most one ping's
+    # exchange in 10 s, never a wake-up a second.
+    before = switches(d.pid, "mqtt")
+    time.sleep(10)
+    woke = switches(d.pid, "mqtt") - before
+    assert woke <= 3, f"the mqtt thread woke {woke} times in 10 s"
+
+
+def switches(pid, thread):
+    """Context switches of the process's thread named `thread`."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() != thread:
+                continue
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            return sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+    raise AssertionError(f"no thread {thread}")

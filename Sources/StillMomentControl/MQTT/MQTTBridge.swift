@@ -249,9 +249,18 @@ final class MQTTBridge {
 
     // MARK: what goes out
 
+    /// Whether the node was announced since the last call (the daemon then releases the
+    /// code pages that reading the catalog touched, as after a session).
+    func takeAnnounced() -> Bool {
+        defer { announced = false }
+        return announced
+    }
+    private var announced = false
+
     /// Discovery, availability and state (on connect, and when Home Assistant comes online).
     func announce() {
         guard let c = client, connected else { return }
+        announced = true
         let discovery = HomeAssistantDiscovery(topics: topics, version: version, webURL: Self.webURL(), presets: presetNames())
         for (topic, payload) in discovery.all { c.publish(topic, payload, retain: true, qos: 1) }
         c.publish(topics.availability, "online", retain: true, qos: 1)
