@@ -6,7 +6,7 @@ DESTDIR ?=
 
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
-DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-pytest python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl
+DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-pytest python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl mosquitto mosquitto-clients libmosquitto1
 DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-pytest python3-venv chromium chromium-driver
 # Debian packages: to make the .deb, and to test it (lintian, systemd-analyze, a clean root).
 DEB_DEB := $(DEB_BUILD) debhelper dpkg-dev fakeroot
@@ -23,7 +23,7 @@ VERSION := $(shell cat VERSION)
 BINDIR := $(PREFIX)/bin
 DATADIR := $(PREFIX)/share
 
-.PHONY: deps deps-test deps-bench version build release run test test-hw test-deb deb bench fuzz faults install uninstall clean
+.PHONY: deps deps-test deps-bench version build release run test test-home test-hw test-deb deb bench fuzz faults install uninstall clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -72,9 +72,20 @@ test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	bash fuzz/run.sh $(FUZZ_CI_SECONDS)
-	/usr/bin/python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py
+	/usr/bin/python3 $(PYTEST) Tests/cli --ignore=Tests/cli/test_web.py --ignore=Tests/cli/test_home_assistant.py
 	bash scripts/webenv.sh
 	.build/web-venv/bin/python $(PYTEST) Tests/cli/test_web.py
+
+# A real Home Assistant core (2024.3.3 from PyPI in .build/ha-venv, scripts/haenv.sh;
+# the first run downloads it, a few minutes) and the daemon through a private mosquitto:
+# Tests/cli/test_home_assistant.py (README, "Home Assistant"). About 20 s once the venv is made.
+test-home: export LANG = C.UTF-8
+test-home: export LC_ALL =
+test-home: export LC_MESSAGES =
+test-home: deps-test
+	$(SWIFT) build
+	bash scripts/haenv.sh
+	/usr/bin/python3 $(PYTEST) Tests/cli/test_home_assistant.py
 
 # The real ALSA kernel-driver path: Debian's kernel with snd-aloop booted under qemu (no
 # KVM needed), the release binary playing on hw:Loopback, plughw and dmix, captured and

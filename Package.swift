@@ -53,10 +53,12 @@ let package = Package(
         ),
         // Unix sockets, peer credentials and a detached start: the daemon's system calls.
         .target(name: "CSystem"),
+        // MQTT for the Home Assistant bridge: libmosquitto loaded with dlopen only when enabled.
+        .target(name: "CMQTT", linkerSettings: [.linkedLibrary("dl"), .linkedLibrary("pthread")]),
         .target(
             name: "StillMomentControl",
             dependencies: [
-                "StillMomentCore", "StillMomentAudio", "CSystem",
+                "StillMomentCore", "StillMomentAudio", "CSystem", "CMQTT",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

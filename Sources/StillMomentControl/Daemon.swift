@@ -2,7 +2,8 @@
 // housekeeping, and the order in which its long-running parts start and stop. The parts:
 // the device warm-up, the session service (with its device worker, scheduler and standby
 // keeper), the background indexer, the control-socket listener (SocketListener.swift), and
-// the home front-ends: the buttons (Home/ButtonWatcher.swift) and the LED (Home/LED.swift).
+// the home front-ends: the buttons (Home/ButtonWatcher.swift) and the LED (Home/LED.swift),
+// and the MQTT bridge to Home Assistant (MQTT/MQTTBridge.swift) when the `mqtt-*` settings ask.
 import CSystem
 import Dispatch
 import FoundationEssentials
@@ -18,10 +19,11 @@ import Synchronization
 /// hostile client can delay an answer but never the sound.
 ///
 /// Start, in order: the lock and the socket (init), the session service and the indexer
-/// (init), the device warm-up, the LED and the buttons (run), then the loop serves. Stop, in
-/// the reverse order (`shutdown`): the buttons are closed (no new action), the session
-/// fades out and the device is released, the LED goes off, the last events reach
-/// the clients, the listener closes its connections, the indexer halts after its file, a
+/// (init), the device warm-up, the LED and the buttons, and the MQTT bridge (run), then the
+/// loop serves. Stop, in the reverse order (`shutdown`): the MQTT bridge says `offline` and
+/// disconnects, the buttons are closed (no new action), the session fades out and the
+/// device is released, the LED goes off, the last events reach the clients, the listener
+/// closes its connections, the indexer halts after its file, a
 /// warm-up still running is waited for; the socket and the lock go last (deinit).
 public final class Daemon {
     public struct Options: Sendable {
@@ -38,6 +40,8 @@ public final class Daemon {
         /// Idle this long, it stores the frame index of older MP3 meditations and the length
         /// of older imported sounds (BackgroundIndexer).
         public var indexAfterIdle: Double = 10
+        /// The program's version (Home Assistant's device page shows it).
+        public var version: String = ""
 
         public init(onDemand: Bool, idleExit: Double = 600) {
             self.onDemand = onDemand
@@ -56,6 +60,7 @@ public final class Daemon {
     private var led: LED?
     /// The service's count of rereads the buttons and the LED last followed.
     private var rereadsSeen = 0
+    private let mqtt: MQTTBridge
     private var lockFD: Int32
     private let socketPath: String
     /// The socket file we bound (device, inode): only that one is ours to remove.
@@ -83,6 +88,7 @@ public final class Daemon {
             }
             indexer = BackgroundIndexer(store: store, log: log)
             listener = SocketListener(listenFD: listening, options: options, host: host, log: log)
+            mqtt = MQTTBridge(host: host, log: log, version: options.version)
         } catch {
             close(listening)
             unlink(socketPath)
@@ -187,6 +193,8 @@ public final class Daemon {
             guard let led = self?.led else { return }
             for case .state(let status) in events { led.show(LED.look(status)) }
         }
+        // MQTT when the settings ask (libmosquitto loaded only then; its network on its own thread).
+        mqtt.follow(force: true)
         while step() {}
         shutdown()
     }
@@ -196,6 +204,7 @@ public final class Daemon {
     /// are closed, the indexer halts after its file, and a warm-up still running is waited
     /// for (not exiting with a thread inside alsa-lib). Each step is harmless twice.
     private func shutdown() {
+        mqtt.stop()
         buttons.closeAll()
         host.shutdown()
         led?.show(.off)
@@ -233,17 +242,25 @@ public final class Daemon {
         }
         // Idle with nobody connected, the loop sleeps until the socket watchdog's next
         // look (5 s) or the next scheduled entry, whichever comes first.
-        let sleep: Int32 = host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100
+        let sleep: Int32 = min(host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100, mqtt.dueWithinMs ?? .max)
         let due = buttons.timeout().map { min($0, sleep) } ?? sleep
         pollOnce(timeoutMs: host.pollTimeout(cap: min(due, cap ?? due)))
         buttons.tick()
         host.tick()
-        listener.broadcast(host.takeEvents())
+        let events = host.takeEvents()
+        listener.broadcast(events)
         if host.rereads != rereadsSeen {
             rereadsSeen = host.rereads
             loadHome()
         }
         let t = now()
+        // The MQTT bridge: what came in (commands run as the listener's do), then what went
+        // out; the settings file looked at (a stat) for `mqtt enable` and `disable`.
+        mqtt.serve()
+        let more = host.takeEvents()
+        listener.broadcast(more)
+        mqtt.publish(events + more)
+        mqtt.follow()
         if t - lastCheck >= 5 {
             lastCheck = t
             if reachable && !ownsSocket {
@@ -273,7 +290,7 @@ public final class Daemon {
         } else if !host.isIdle {
             indexer.pause()
         }
-        if indexer.takeEnded() { codeReleased = false }
+        if indexer.takeEnded() || mqtt.takeAnnounced() { codeReleased = false }
         if let id = host.activeSession {
             if playing?.id != id { playing = (id, t, false) }
             if let p = playing, !p.released, t - p.since >= 3 {
@@ -288,8 +305,8 @@ public final class Daemon {
             idleSince = t
         }
         listener.enforcePolicy()
-        // A daemon that keeps a schedule or watches a button does not exit when idle.
-        if options.onDemand, host.isIdle, !host.keepsTime, buttons.count == 0, t - idleSince > options.idleExit {
+        // A daemon that keeps a schedule, watches a button or speaks MQTT does not exit when idle.
+        if options.onDemand, host.isIdle, !host.keepsTime, buttons.count == 0, !mqtt.keepsDaemon, t - idleSince > options.idleExit {
             log.info("no session for \(Int(options.idleExit)) s: exiting")
             listener.flushAll()
             return false
@@ -316,17 +333,20 @@ public final class Daemon {
     // MARK: the loop
 
     private func pollOnce(timeoutMs: Int32) {
-        // The listener's sockets, the buttons' devices, and the device worker's wake-up
-        // last: its completions are taken in by the tick.
+        // The listener's sockets, the buttons' devices, the MQTT client's queue, and the
+        // device worker's wake-up last: the queue and the completions are taken in by the
+        // step after the poll.
         var fds = listener.pollDescriptors()
         let listened = fds.count
         fds += buttons.pollDescriptors()
+        let watched = fds.count
+        if let fd = mqtt.pollFD { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
         fds.append(pollfd(fd: host.wakeFD, events: Int16(POLLIN), revents: 0))
         let n = poll(&fds, nfds_t(fds.count), timeoutMs)
         guard n > 0 else { return }
         // What came in came by now (a relative seek counts from here).
         listener.serve(fds[0..<listened], arrived: MonotonicClock.nanoseconds())
-        buttons.serve(fds[listened..<(fds.count - 1)])
+        buttons.serve(fds[listened..<watched])
     }
 
     // MARK: the home front-ends

@@ -144,6 +144,19 @@ public struct Status: Codable, Sendable, Equatable {
         }
     }
 
+    /// The MQTT link to Home Assistant, while MQTT is on (`mqtt status`).
+    public var mqtt: MQTTLink?
+    public struct MQTTLink: Codable, Sendable, Equatable {
+        public var broker: String
+        public var node: String
+        public var connected: Bool
+        public init(broker: String, node: String, connected: Bool) {
+            self.broker = broker
+            self.node = node
+            self.connected = connected
+        }
+    }
+
     public init(state: Phase) { self.state = state }
 
     public var isPaused: Bool { paused == true }

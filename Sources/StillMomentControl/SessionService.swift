@@ -56,6 +56,8 @@ public final class SessionService: ScheduleHost {
     private var lastProgress: Int64 = 0
     /// How many times what is stored was read again (`reschedule`).
     private(set) var rereads = 0
+    /// The MQTT bridge's link, for the status (set by the bridge; nil while MQTT is off).
+    var mqttLink: Status.MQTTLink?
 
     /// Where heard sessions are recorded (by their runner).
     let practice: PracticeLog
@@ -672,6 +674,7 @@ public final class SessionService: ScheduleHost {
     /// What is playing: the answer to every command and the payload of events.
     func status() -> Status {
         var o = Status(state: .idle)
+        o.mqtt = mqttLink
         if let p = suspended {
             o.suspended = .init(id: p.meditation.id, name: p.meditation.name, position: p.position)
         }

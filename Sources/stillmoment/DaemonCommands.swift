@@ -36,6 +36,7 @@ struct DaemonCommand: ParsableCommand {
         }
         let log = Logger(label: "stillmoment.daemon")
         var options = Daemon.Options(onDemand: onDemand)
+        options.version = stillmomentVersion
         if let idle = Environment.value("STILLMOMENT_IDLE_EXIT") {
             // A number of seconds from 0 to a year; anything else (text, nan, inf, -1,
             // 1e300: the log line prints it as an Int) is refused here, in a line.

@@ -22,7 +22,7 @@ struct StillMoment: ParsableCommand {
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
             StatusCommand.self, PauseCommand.self, ResumeCommand.self, StopCommand.self, FinishCommand.self, SeekCommand.self,
             AttachCommand.self, ScheduleCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self, WebCommand.self,
-            ButtonCommand.self, HooksCommand.self,
+            ButtonCommand.self, HooksCommand.self, MQTTCommandLine.self,
         ]
     )
 
@@ -35,6 +35,7 @@ struct StillMoment: ParsableCommand {
         // the settings: every process of this executable knows them (the daemon, the CLI).
         WebRegistration.register()
         HomeRegistration.register()
+        MQTTConfig.register()
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
             if let invocation = QuickParse.invocation(arguments) {
