@@ -37,6 +37,8 @@ final class DaemonLink: Sendable {
         var request: Request
         /// Whether a daemon is started for it when none runs.
         var start: Bool
+        /// When the HTTP thread handed it over (monotonic seconds): how long its browser has waited.
+        var asked: Double
         /// Monotonic seconds.
         var deadline: Double
         var reply: Reply
@@ -95,7 +97,8 @@ final class DaemonLink: Sendable {
     /// link's thread within `timeout` seconds. Every request goes through here, so that it
     /// takes one line to send a typed request instead.
     func send(_ request: Request, start: Bool = false, timeout: Double = 5, reply: @escaping Reply) {
-        let ask = Ask(request: request, start: start, deadline: DaemonLinkLoop.now() + timeout, reply: reply)
+        let now = DaemonLinkLoop.now()
+        let ask = Ask(request: request, start: start, asked: now, deadline: now + timeout, reply: reply)
         let startThread = shared.withLock { s -> Bool in
             s.asks.append(ask)
             defer { s.threadRunning = true }

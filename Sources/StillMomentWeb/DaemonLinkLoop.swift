@@ -19,8 +19,10 @@ final class DaemonLinkLoop: @unchecked Sendable {
     private var waiting: [DaemonLink.Ask] = []
     private var inFlight: [Int: (ask: DaemonLink.Ask, sent: Double)] = [:] {
         didSet {
-            // Status only: a daemon answers it at once, while a start may take its time.
-            let oldest = inFlight.values.filter { $0.ask.request == .status }.map(\.sent).min()
+            // Status only: a daemon answers it at once, while a start may take its time. Counted
+            // from when the browser asked (not when this thread sent it), so that a browser told
+            // "not answering" after its patience is never made to wait it out a second time.
+            let oldest = inFlight.values.filter { $0.ask.request == .status }.map(\.ask.asked).min()
             link.shared.withLock { $0.oldestStatus = oldest }
         }
     }
