@@ -56,8 +56,9 @@ def test_an_on_end_hook_gets_the_sits_facts_and_a_hanging_one_blocks_nothing(hom
     assert env["STILLMOMENT_END_REASON"] == "completed"
     assert env["STILLMOMENT_PLANNED_SECONDS"] == "2"
     assert int(env["STILLMOMENT_HEARD_SECONDS"]) >= 2
-    log = open(home.dir + "/daemon.log").read()
-    assert "hook 1 (on-end /bin/sh) done" in log
+    # The hook wrote its file before it exited; the daemon logs "done" once it has reaped it.
+    log_path = home.dir + "/daemon.log"
+    assert wait_for(lambda: "hook 1 (on-end /bin/sh) done" in open(log_path).read(), 10), open(log_path).read()[-2000:]
 
 
 def test_the_led_follows_the_session_on_a_sysfs_shaped_tree(new_home, tmp_path):
