@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import sqlite3
+from contextlib import closing
 import subprocess
 import sys
 import time
@@ -67,7 +68,7 @@ def fill():
     """ENTRIES entries, one every ~5.3 minutes up to now (about ten years), with the
     columns the app writes; kept while the count is right."""
     if os.path.exists(DB):
-        with sqlite3.connect(DB) as db:
+        with closing(sqlite3.connect(DB)) as db, db:
             if db.execute("SELECT count(*) FROM practice").fetchone()[0] == ENTRIES:
                 return 0.0
     shutil.rmtree(HOME, ignore_errors=True)
@@ -89,10 +90,10 @@ def fill():
                    3600 if (start // 86400) % 365 < 200 else 7200, heard, heard, None, "completed", r.random() < 0.1)
 
     t0 = time.perf_counter()
-    with sqlite3.connect(DB) as db:
+    with closing(sqlite3.connect(DB)) as db, db:
         db.executemany("""INSERT INTO practice (id, kind, name, meditationID, teacher, preset, startUnix, utcOffset, planned,
                           heard, sections, endReason, scheduled) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""", rows())
-    with sqlite3.connect(DB) as db:
+    with closing(sqlite3.connect(DB)) as db, db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return time.perf_counter() - t0
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 import wave
@@ -113,6 +114,27 @@ def wait_for(fn, seconds, interval=0.05):
 
 
 # ------------------------------------------------------------------ results
+
+class catalog_sql:
+    """`with catalog_sql(path) as db:` a connection to a catalog that commits and is closed
+    when the block ends. (Python 3.11's sqlite3 connection sits in a reference cycle: one
+    not closed by hand is closed by the garbage collector at some later moment, and closing
+    the last connection checkpoints its WAL into whatever file is then at that inode: a
+    test that then writes garbage over the catalog saw its pages come back.)"""
+
+    def __init__(self, path):
+        self.db = sqlite3.connect(path)
+
+    def __enter__(self):
+        return self.db
+
+    def __exit__(self, kind, value, tb):
+        try:
+            if kind is None:
+                self.db.commit()
+        finally:
+            self.db.close()
+
 
 class Result(NamedTuple):
     rc: int

@@ -22,7 +22,6 @@ import random
 import resource
 import shutil
 import signal
-import sqlite3
 import subprocess
 import time
 
@@ -169,7 +168,7 @@ def catalog(binary, tmp_path_factory):
         h.tones = tones(h.dir + "/tones", 8, 1)
         h.run("import", *h.tones[:4])
         h.db = h.home + "/library.sqlite"
-        with sqlite3.connect(h.db) as db:
+        with smtest.catalog_sql(h.db) as db:
             db.execute(f"VACUUM INTO '{h.dir}/backup.sqlite'")
         h.run("import", *h.tones[4:7])
         h.newer = [m["id"] for m in h.json("list", "--json") if m["name"] in ("Tone 5", "Tone 6", "Tone 7")]
@@ -235,7 +234,7 @@ def test_damaged_rows_are_listed_around_reported_and_rebuilt_the_decoy_untouched
     with open(decoy, "w") as f:
         f.write("not a meditation\n")
     was = (os.stat(decoy).st_size, os.stat(decoy).st_mtime)
-    with sqlite3.connect(h.db) as db:
+    with smtest.catalog_sql(h.db) as db:
         db.executescript("UPDATE meditation SET storedFile='../../decoy' WHERE name='Tone 1';"
                          "UPDATE meditation SET dateAdded='last week' WHERE name='Tone 2';"
                          "UPDATE meditation SET sampleRate=0 WHERE name='Tone 3';"

@@ -14,7 +14,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -80,7 +79,7 @@ def large_log(binary, tmp_path_factory):
         rows = [(f"{r.getrandbits(32):08x}-0000-4000-8000-{i:012d}", "timer", "sit", None, r.choice(["T", None]),
                  r.choice(["morning", None]), now - (N - i) * 600, 3600, 600_000, 60_000 * (1 + i % 30), None, "completed", 0)
                 for i in range(N)]
-        with sqlite3.connect(h.dir + "/home/library.sqlite") as db:
+        with smtest.catalog_sql(h.dir + "/home/library.sqlite") as db:
             db.executemany("INSERT INTO practice VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         h.last, h.total, h.morning = rows[-1][0], sum(row[9] for row in rows), sum(1 for row in rows if row[5])
         del rows
