@@ -151,7 +151,7 @@ def main():
         guest.client.request("stop")
         wait(lambda s: s.get("state") == "idle", 5)
 
-        # Unplugged and plugged again: the daemon opens it again (every 2 s) and a press works.
+        # Unplugged and plugged again: the daemon opens it again as soon as its node is back (inotify) and a press works.
         button.destroy()
         button = None
         time.sleep(0.5)

@@ -857,7 +857,7 @@ def analyse_button(out):
         info(f"button press to the first sound captured on the loopback card: {f['press_to_sound_ms']:.0f} ms "
              "(through the capture's 10-ms polls)")
     if "replug_to_watching_s" in f:
-        info(f"button plugged again: watched again after {f['replug_to_watching_s']:.1f} s (the daemon looks every 2 s)")
+        info(f"button plugged again: watched again after {f['replug_to_watching_s']:.1f} s (the daemon waits for its node through inotify)")
 
 
 def analyse(out):

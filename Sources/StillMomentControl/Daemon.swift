@@ -379,6 +379,9 @@ public final class Daemon {
     /// The buttons' devices open now.
     var buttonsOpen: Int { buttons.openCount }
 
+    /// When the buttons next need the loop (ms; nil: only when a descriptor wakes it).
+    var buttonsDue: Int32? { buttons.timeout() }
+
     /// The service's status (tests).
     var status: Status { host.status() }
 

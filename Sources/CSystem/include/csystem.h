@@ -72,6 +72,19 @@ int sm_evdev_decode(const void *buf, int len, struct sm_key_event *out, int max)
  * sm_input_event_size() bytes): for tests that feed a pipe as if it were a device. */
 void sm_evdev_encode(void *buf, int type, int code, int value, long long ms);
 
+/* --- Folders watched for a device to appear (inotify.c) --- */
+
+/* An inotify descriptor, non-blocking and close-on-exec. Returns it or -errno. */
+int sm_inotify_open(void);
+
+/* Watches the folder `path` for a node made, moved in or changed (IN_CREATE, IN_MOVED_TO,
+ * IN_ATTRIB) and for the folder going away. Returns the watch or -errno. */
+int sm_inotify_watch_folder(int fd, const char *path);
+
+/* Reads every pending event (their content is not needed: something changed). Returns how
+ * many were read. */
+int sm_inotify_drain(int fd);
+
 /* --- Hooks (spawn.c) --- */
 
 /* Starts `path` with `argv` and `envp` (no shell) in a process group of its own, with the

@@ -1,9 +1,11 @@
 // The daemon's buttons: each button's input device open in the daemon's poll set (no
 // polling: its descriptor wakes the loop), its key's edges turned into gestures, and each
 // gesture's action handed to `perform` (the daemon sends it through the session service as
-// every front-end does). A device that goes away (unplugged, EOF, ENODEV) is closed and
-// opened again every 2 s until it is back; a device the daemon may not read is said once,
-// with what to do (the `input` group).
+// every front-end does). A device that goes away (unplugged, EOF, ENODEV) is closed, and
+// its node's appearance is waited for through inotify (DeviceAppearance: no timer, no
+// wake-up while it is away); a node that is there but cannot be opened is tried every 2 s.
+// A device the daemon may not read is said once, with what to do (the `input` group), and
+// opened when its permissions change.
 import CSystem
 import Glibc
 import Logging
@@ -21,8 +23,8 @@ final class ButtonWatcher {
         let actions: [Gesture.Kind: ButtonAction]
         var gesture: Gesture
         var fd: Int32 = -1
-        /// When to try to open it again (ms), while closed.
-        var retryAt: Int64 = 0
+        /// When to try to open it again (ms), while closed; nil: when its folder changes.
+        var retryAt: Int64?
         /// The last problem said in the log (said again only when it changes).
         var problem: String?
 
@@ -34,6 +36,10 @@ final class ButtonWatcher {
     }
 
     private var watched: [Watched] = []
+    /// The folders of the devices that are away.
+    private let appearance = DeviceAppearance()
+    /// inotify could not be had: devices that are away are tried every 2 s.
+    private var timed = false
     private let log: Logger
     private let perform: Perform
     private let eventSize = Int(sm_input_event_size())
@@ -43,7 +49,10 @@ final class ButtonWatcher {
         self.perform = perform
     }
 
-    deinit { closeAll() }
+    deinit {
+        closeAll()
+        appearance.stop()
+    }
 
     /// Watches these buttons from now on (the ones before are closed).
     func load(_ buttons: [Button]) {
@@ -59,8 +68,7 @@ final class ButtonWatcher {
             }
             return actions.isEmpty ? nil : Watched(button, actions)
         }
-        let now = MonotonicClock.milliseconds()
-        for w in watched { open(w, now: now) }
+        openMissing()
     }
 
     var count: Int { watched.count }
@@ -72,29 +80,56 @@ final class ButtonWatcher {
             close(w.fd)
             w.fd = -1
         }
+        appearance.stop()
     }
 
-    /// The open devices, for the daemon's poll.
+    /// The open devices and the folders of the missing ones, for the daemon's poll.
     func pollDescriptors() -> [pollfd] {
-        watched.filter { $0.fd >= 0 }.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        var fds = watched.filter { $0.fd >= 0 }.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        if appearance.fd >= 0 { fds.append(pollfd(fd: appearance.fd, events: Int16(POLLIN), revents: 0)) }
+        return fds
+    }
+
+    /// Watches the folders of the devices that are away (before trying them, so a node
+    /// made in between is seen), tries them, and watches what is still away.
+    private func openMissing() {
+        watchFolders()
+        let now = MonotonicClock.milliseconds()
+        for w in watched where w.fd < 0 { open(w, now: now) }
+        watchFolders()
+    }
+
+    private func watchFolders() {
+        let away = watched.filter { $0.fd < 0 }
+        timed = !appearance.wait(for: away.map(\.button.device.path), roots: Array(Set(away.map(\.button.device.root))))
     }
 
     /// Reads the devices that poll found ready (in the order `pollDescriptors` gave them),
     /// then does what is due.
     func serve(_ fds: ArraySlice<pollfd>) {
         let now = MonotonicClock.milliseconds()
+        var appeared = false
         for p in fds where p.revents != 0 {
-            guard let w = watched.first(where: { $0.fd == p.fd }) else { continue }
-            read(w, now: now)
+            if p.fd == appearance.fd {
+                appearance.drain()
+                appeared = true
+            } else if let w = watched.first(where: { $0.fd == p.fd }) {
+                read(w, now: now)
+            }
         }
+        if appeared { openMissing() }
         tick()
     }
 
     /// Gestures that are due, and devices to open again.
     func tick() {
         let now = MonotonicClock.milliseconds()
+        if watched.contains(where: { w in w.fd < 0 && (w.retryAt.map { now >= $0 } ?? false) }) {
+            watchFolders()
+            for w in watched where w.fd < 0 && (w.retryAt.map { now >= $0 } ?? false) { open(w, now: now) }
+            watchFolders()
+        }
         for w in watched {
-            if w.fd < 0 && now >= w.retryAt { open(w, now: now) }
             for kind in w.gesture.tick(now: now) { take(kind, w) }
         }
     }
@@ -103,9 +138,8 @@ final class ButtonWatcher {
     func timeout() -> Int32? {
         let now = MonotonicClock.milliseconds()
         let due = watched.compactMap { w -> Int64? in
-            let d = w.gesture.deadline
             let r: Int64? = w.fd < 0 ? w.retryAt : nil
-            return [d, r].compactMap { $0 }.min()
+            return [w.gesture.deadline, r].compactMap { $0 }.min()
         }.min()
         return due.map { Int32(clamping: max(0, $0 - now)) }
     }
@@ -121,26 +155,42 @@ final class ButtonWatcher {
         if error { log.error("button \(w.button.id): \(problem)") } else { log.notice("button \(w.button.id): \(problem)") }
     }
 
-    private func open(_ w: Watched, now: Int64) {
+    /// When a device that is away is tried again: when its folder changes (nil), or in
+    /// 2 s for a node that is there but cannot be used (or when inotify is not to be had).
+    private func retry(_ w: Watched, now: Int64) -> String {
+        if !timed && DeviceAppearance.nodeMissing(w.button.device.path) {
+            w.retryAt = nil
+            return "waiting for it to come back"
+        }
         w.retryAt = now + Self.reopenMs
+        return "trying again every \(Self.reopenMs / 1000) s"
+    }
+
+    private func open(_ w: Watched, now: Int64) {
         let path = w.button.device.path
         let resolved: String
         do {
             resolved = try w.button.device.resolve()
         } catch {
-            say(w, "\(error.description); trying again every \(Self.reopenMs / 1000) s", error: false)
+            let next = retry(w, now: now)
+            say(w, "\(error.description); \(next)", error: false)
             return
         }
         let fd = sm_evdev_open(resolved)
         guard fd >= 0 else {
             if -fd == EACCES || -fd == EPERM {
+                // Opened when its permissions change (udev gives it the group a moment
+                // after making it; a chmod), or tried every 2 s without inotify.
+                w.retryAt = timed ? now + Self.reopenMs : nil
                 say(w, "cannot read \(Display.clean(path)): permission denied. Add the daemon's user to the 'input' group (sudo adduser \(Self.userName()) input), then log in again and restart the daemon", error: true)
             } else {
-                say(w, "cannot open \(Display.clean(path)): \(String(cString: strerror(-fd))); trying again every \(Self.reopenMs / 1000) s", error: false)
+                let next = retry(w, now: now)
+                say(w, "cannot open \(Display.clean(path)): \(String(cString: strerror(-fd))); \(next)", error: false)
             }
             return
         }
         w.fd = fd
+        w.retryAt = nil
         var name = [CChar](repeating: 0, count: 128)
         let label = sm_evdev_name(fd, &name, Int32(name.count)) > 0 ? " (\(Display.clean(String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))))" : ""
         if sm_evdev_has_key(fd, Int32(w.button.key)) == 0 {
@@ -161,8 +211,9 @@ final class ButtonWatcher {
                 let why = n == 0 ? "it went away" : String(cString: strerror(errno))
                 close(w.fd)
                 w.fd = -1
-                w.retryAt = now + Self.reopenMs
-                say(w, "\(Display.clean(w.button.device.path)): \(why) (unplugged?); trying again every \(Self.reopenMs / 1000) s", error: false)
+                watchFolders()
+                let next = retry(w, now: now)
+                say(w, "\(Display.clean(w.button.device.path)): \(why) (unplugged?); \(next)", error: false)
                 // A key held when the device went counts as nothing.
                 w.gesture = Gesture(hasHold: w.actions[.hold] != nil, hasDouble: w.actions[.double] != nil)
                 return
