@@ -43,6 +43,8 @@ final class Scheduler {
     /// Wall clock minus monotonic clock at the last look: a change is a clock jump.
     private var clockBase: Double = 0
     private(set) var entryCount = 0
+    /// The schedule's main switch is off (as last looked at).
+    private(set) var isOff = false
     private(set) var next: (entry: ScheduleEntry, at: Int64)?
 
     init(store: LibraryStore, log: Logger) {
@@ -112,7 +114,9 @@ final class Scheduler {
         let entries: [ScheduleEntry]
         let quiet: Set<CivilDate>
         do {
-            entries = try schedules.all()
+            // Switched off: nothing is due, nothing is next (on again, from that moment).
+            isOff = try schedules.offSince() != nil
+            entries = isOff ? [] : try schedules.all()
             quiet = try schedules.quietDays()
         } catch {
             log.error("cannot read the schedule: \(error.description)")

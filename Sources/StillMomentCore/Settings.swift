@@ -108,7 +108,28 @@ public struct Settings: Sendable, Equatable {
                                                          "unbekannte Einstellung '\(key)'; die Einstellungen sind: \(all)"))
     }
 
-    /// Writes `settings.json` atomically (a temporary file, fsync, rename).
+    /// Reads, changes and writes `settings.json` under its lock (`settings.json.lock`): the
+    /// CLI, the web app and the daemon (Home Assistant's choices) each change what they
+    /// change, and none loses another's. Every writer goes through here.
+    public static func update(path: String = Paths.settingsFile, droppingUnknown: Bool = false,
+                              _ change: (inout Settings) throws(CoreError) -> Void) throws(CoreError) {
+        let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !folder.isEmpty { try Paths.makeFolder(folder) }
+        do {
+            try LibraryStore.withLock(path + ".lock") {
+                var settings = try Settings.load(path: path, droppingUnknown: droppingUnknown)
+                try change(&settings)
+                try settings.save(path: path)
+            }
+        } catch let error as CoreError {
+            throw error
+        } catch {
+            throw CoreError.io(path: path, reason: .systemError)
+        }
+    }
+
+    /// Writes `settings.json` atomically (a temporary file, fsync, rename); `update` is
+    /// how a change is written.
     public func save(path: String = Paths.settingsFile) throws(CoreError) {
         let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !folder.isEmpty { try Paths.makeFolder(folder) }

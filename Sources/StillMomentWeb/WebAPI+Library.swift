@@ -157,7 +157,8 @@ extension WebAPI {
 
     func schedules() -> Response {
         do throws(CoreError) {
-            return .json(.object(["schedules": JSON(encoding: try ScheduleService(store: store).listing().entries)]))
+            let service = ScheduleService(store: store)
+            return .json(.object(["schedules": JSON(encoding: try service.listing().entries), "on": .bool(try service.offSince() == nil)]))
         } catch {
             return failure(error)
         }

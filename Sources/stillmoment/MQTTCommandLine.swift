@@ -30,7 +30,6 @@ struct MQTTCommandLine: ParsableCommand {
 
         func run() throws {
             do throws(CoreError) {
-                var settings = try Settings.load()
                 let catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
                 let ca = try tls.map { p throws(CoreError) in try MQTTConfig.checkPath(absolute(p), option: "--tls") }
                 let address = try MQTTBroker(parsing: broker, tls: ca != nil)
@@ -41,14 +40,17 @@ struct MQTTCommandLine: ParsableCommand {
                 if let file { _ = try MQTTConfig.readPassword(file) }    // checked now; read again by the daemon
                 if let ca, access(ca, R_OK) != 0 { throw CoreError.io(path: ca, reason: .systemError) }
                 if let why = MQTTClient.unavailable() { throw CoreError.io(path: "libmosquitto.so.1", reason: .same(why)) }
-                try settings.set("mqtt-broker", address.description, catalog: catalog)
-                try settings.set("mqtt-user", user ?? "", catalog: catalog)
-                try settings.set("mqtt-password-file", file ?? "", catalog: catalog)
-                try settings.set("mqtt-tls-ca", ca ?? "", catalog: catalog)
-                if let node { try settings.set("mqtt-node", node, catalog: catalog) }
-                try settings.set("mqtt-enabled", "on", catalog: catalog)
-                try settings.save()
-                let config = try MQTTConfig(settings)
+                var written = Settings()
+                try Settings.update { settings throws(CoreError) in
+                    try settings.set("mqtt-broker", address.description, catalog: catalog)
+                    try settings.set("mqtt-user", user ?? "", catalog: catalog)
+                    try settings.set("mqtt-password-file", file ?? "", catalog: catalog)
+                    try settings.set("mqtt-tls-ca", ca ?? "", catalog: catalog)
+                    if let node { try settings.set("mqtt-node", node, catalog: catalog) }
+                    try settings.set("mqtt-enabled", "on", catalog: catalog)
+                    written = settings
+                }
+                let config = try MQTTConfig(written)
                 Console.out(tr("MQTT on: the daemon connects to \(address) as node \(config.node)",
                                "MQTT an: der Daemon verbindet sich mit \(address) als Knoten \(config.node)"))
             } catch {
@@ -62,9 +64,8 @@ struct MQTTCommandLine: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "disable", abstract: "Remove this node from Home Assistant and disconnect.")
         func run() throws {
             do {
-                var settings = try Settings.load()
-                try settings.set("mqtt-enabled", "off", catalog: try SoundCatalog.withCustomSounds(store: try LibraryStore()))
-                try settings.save()
+                let catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
+                try Settings.update { settings throws(CoreError) in try settings.set("mqtt-enabled", "off", catalog: catalog) }
             } catch {
                 throw Console.fail(error)
             }

@@ -19,6 +19,7 @@ struct ScheduleCommand: ParsableCommand {
             forward, entries passed within 5 minutes still ring; older ones are recorded as missed.
             """,
         subcommands: [Add.self, List.self, Upcoming.self, Remove.self, Disable.self, Enable.self, Skip.self,
+                      Off.self, On.self,
                       Import.self, Export.self, RingNow.self])
 
     static let policy = "policy: nothing that plays is interrupted; a bell is skipped then, a sit or guided meditation waits up to 10 min; entries more than 5 min late are missed"
@@ -132,11 +133,22 @@ struct ScheduleCommand: ParsableCommand {
         func run() throws {
             let store = try openStore()
             let listing: (entries: [ScheduleListing], quietDays: [CivilDate])
-            do { listing = try ScheduleService(store: store).listing() } catch { throw Console.fail(error) }
+            let offSince: Int64?
+            do {
+                let service = ScheduleService(store: store)
+                listing = try service.listing()
+                offSince = try service.offSince()
+            } catch { throw Console.fail(error) }
             if json {
-                struct Listing: Encodable { let entries: [ScheduleListing]; let quietDays: [String]; let policy: String }
-                Console.out(jsonText(Listing(entries: listing.entries, quietDays: listing.quietDays.map(\.description), policy: ScheduleCommand.policy)))
+                struct Listing: Encodable { let entries: [ScheduleListing]; let quietDays: [String]; let on: Bool; let policy: String }
+                Console.out(jsonText(Listing(entries: listing.entries, quietDays: listing.quietDays.map(\.description), on: offSince == nil,
+                                             policy: ScheduleCommand.policy)))
                 return
+            }
+            if let offSince {
+                let since = PracticeText.when(ZoneRules.system().localTime(offSince))
+                Console.out(tr("the schedule is off (since \(since)): nothing rings until `schedule on`",
+                               "der Zeitplan ist aus (seit \(since)): nichts läutet bis `schedule on`"))
             }
             if listing.entries.isEmpty { Console.out(Language.current == .de ? "der Zeitplan ist leer" : "the schedule is empty") }
             for i in listing.entries {
@@ -237,6 +249,22 @@ struct ScheduleCommand: ParsableCommand {
             Console.out(undo ? (Language.current == .de ? "\(d) läutet wieder" : "\(d) rings again")
                              : (Language.current == .de ? "\(d) ist ein stiller Tag" : "\(d) is a quiet day"))
         }
+    }
+
+    struct Off: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "off", abstract: "Switch the whole schedule off: nothing rings until `schedule on`.")
+        func run() throws { try ScheduleCommand.setOn(false) }
+    }
+
+    struct On: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "on", abstract: "Switch the schedule on again (from now on: nothing that passed rings late).")
+        func run() throws { try ScheduleCommand.setOn(true) }
+    }
+
+    static func setOn(_ on: Bool) throws {
+        let store = try openStore()
+        do { try service(store, start: on).setOn(on) } catch { throw Console.fail(error) }
+        Console.out(on ? tr("the schedule is on", "der Zeitplan ist an") : tr("the schedule is off: nothing rings until `schedule on`", "der Zeitplan ist aus: nichts läutet bis `schedule on`"))
     }
 
     struct Import: ParsableCommand {

@@ -38,9 +38,8 @@ struct SettingsCommand: ParsableCommand {
 
         func run() throws {
             do {
-                var settings = try Settings.load()
-                try settings.set(key, value, catalog: try SoundCatalog.withCustomSounds(store: try LibraryStore()))
-                try settings.save()
+                let catalog = try SoundCatalog.withCustomSounds(store: try LibraryStore())
+                try Settings.update { settings throws(CoreError) in try settings.set(key, value, catalog: catalog) }
                 Console.out("\(key) = \(value)")
             } catch {
                 throw Console.fail(error)
@@ -57,17 +56,17 @@ struct SettingsCommand: ParsableCommand {
             do {
                 // Read leniently: a key that is no setting (a typo in a hand edit) is dropped
                 // here, by name or with everything, so that the file is mended.
-                var settings = try Settings.load(droppingUnknown: true)
-                if let key {
-                    let strict = try? Settings.load()
-                    guard Settings.keys.contains(key) || strict == nil else {
-                        throw Settings.unknown(key)
+                try Settings.update(droppingUnknown: true) { settings throws(CoreError) in
+                    if let key {
+                        let strict = try? Settings.load()
+                        guard Settings.keys.contains(key) || strict == nil else {
+                            throw Settings.unknown(key)
+                        }
+                        settings.reset(key)
+                    } else {
+                        settings = Settings()
                     }
-                    settings.reset(key)
-                } else {
-                    settings = Settings()
                 }
-                try settings.save()
             } catch {
                 throw Console.fail(Console.text(error), code: Exit.usage)
             }

@@ -354,3 +354,31 @@ def switches(pid, thread):
         with open(f"/proc/{pid}/task/{tid}/status") as f:
             return sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
     raise AssertionError(f"no thread {thread}")
+
+
+def test_home_assistants_choices_outlive_the_daemon_and_the_switch_is_the_schedules_switch(new_home, broker):
+    h = mqtt_home(new_home, broker, capture=False)
+    assert h.run("preset", "save", "evening", "25m").rc == 0
+    assert online(broker)
+    state = lambda: json.loads(broker.retained(f"{BASE}/state")[f"{BASE}/state"])  # noqa: E731
+    broker.publish(f"{BASE}/cmd/preset", "evening")
+    broker.publish(f"{BASE}/cmd/minutes", "17")
+    assert smtest.wait_for(lambda: state()["preset"] == "evening" and state()["minutes"] == 17, 5), log(h)
+    shown = h.run("settings", "show").out
+    assert "mqtt-preset" in shown and "evening" in shown and "17" in shown, shown
+    # A change of another setting at the same moment is not lost (one writer at a time).
+    assert h.run("settings", "set", "gong-volume", "0.5").rc == 0
+    smtest.stop_pid(h.daemon.pid)
+    h.daemon.wait()
+    h.daemon = h.start_daemon()
+    assert online(broker)
+    assert smtest.wait_for(lambda: state()["preset"] == "evening" and state()["minutes"] == 17, 5), state()
+    assert "0.5" in h.run("settings", "show").out
+
+    # The switch: off through Home Assistant is `schedule list`'s off, and back on from the CLI.
+    assert h.run("schedule", "add", "daily 06:30", "--bell", "temple-bell").rc == 0
+    broker.publish(f"{BASE}/cmd/schedules", "OFF")
+    assert smtest.wait_for(lambda: (h.json("schedule", "list", "--json") or {}).get("on") is False, 5), log(h)
+    assert smtest.wait_for(lambda: state()["schedules"] == "OFF" and state()["next_sit"] is None, 5), state()
+    assert h.run("schedule", "on").rc == 0
+    assert smtest.wait_for(lambda: state()["schedules"] == "ON" and state()["next_sit"], 5), state()

@@ -40,6 +40,36 @@ def outcome(entry):
     return (entry.get("lastOutcome") or "").split(":", 1)[0]
 
 
+# ------------------------------------------------------------------ the main switch
+
+def test_switched_off_nothing_rings_and_on_again_nothing_that_passed_rings_late(binary, tmp_path_factory):
+    h = new_home(tmp_path_factory)
+    try:
+        at = int(time.time()) + 3
+        assert h.run("schedule", "add", stamp(at), "--duration", "20s", "--preparation", "off", "--device", "null",
+                     "--name", "while off").rc == 0
+        assert h.run("schedule", "add", "daily 06:30", "--duration", "20m", "--name", "mornings").rc == 0
+        off = h.run("schedule", "off")
+        assert off.rc == 0 and "off" in off.out, off
+        j = h.json("schedule", "list", "--json")
+        assert j["on"] is False and all(e.get("next") is None and e["enabled"] for e in j["entries"]), j
+        assert "the schedule is off" in h.run("schedule", "list").out
+        assert (h.json("schedule", "upcoming", "--json") or []) == []
+        time.sleep(at - time.time() + 2.5)
+        assert outcome(named(h, "while off")[0]) == "" and not (h.history() or []), "nothing rang while off"
+        assert h.run("schedule", "on").rc == 0
+        time.sleep(1.5)
+        j = h.json("schedule", "list", "--json")
+        gone, mornings = named(h, "while off")[0], named(h, "mornings")[0]
+        assert j["on"] is True and outcome(gone) == "" and gone.get("next") is None, j
+        assert mornings["next"] and mornings["next"][11:16] == "06:30", mornings
+        assert not (h.history() or []), "what passed while off did not ring late when switched on"
+        de = h.run("schedule", "off", lang="de_DE.UTF-8")
+        assert de.rc == 0 and "Zeitplan ist aus" in de.out, de
+    finally:
+        h.close()
+
+
 # ------------------------------------------------------------------ on time, one home in order
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ final class MQTTBridge {
     /// The settings file as last seen (mtime, size, inode): read again only when it changed.
     private var seen: (Int, Int, Int, Int)?
     private var looked = false
-    /// What Home Assistant chose and set (kept for this daemon's life).
+    /// What Home Assistant chose and set (kept in the settings `mqtt-preset` and
+    /// `mqtt-minutes`, read when the client starts).
     private var chosenPreset = HomeAssistantDiscovery.noPreset
     private var minutes: Int?
     /// The session last announced (an event entity's `started`), and today's practice.
@@ -103,7 +104,10 @@ final class MQTTBridge {
         connected = false
         failing = false
         host.mqttLink = .init(broker: broker.description, node: topics.node, connected: false)
-        minutes = minutes ?? Self.settingsMinutes()
+        let settings = try? Settings.load()
+        let preset = settings?.value("mqtt-preset") ?? ""
+        chosenPreset = preset.isEmpty ? HomeAssistantDiscovery.noPreset : preset
+        minutes = settings.flatMap { MQTTConfig.minutes($0.value("mqtt-minutes")) } ?? Self.settingsMinutes()
         log.info("MQTT: connecting to \(broker) as node \(topics.node)\(config.user.map { " (user \(Display.clean($0)))" } ?? "")\(config.tlsCA != nil ? " over TLS" : "")")
     }
 
@@ -207,13 +211,15 @@ final class MQTTBridge {
                     return
                 }
                 chosenPreset = name
+                keep("mqtt-preset", name == HomeAssistantDiscovery.noPreset ? "" : name)
                 publishState(force: true)
             case .setMinutes(let m):
                 minutes = m
+                keep("mqtt-minutes", "\(m)")
                 publishState(force: true)
             case .schedules(let on):
                 do throws(CoreError) {
-                    try ScheduleService(store: host.store) {}.setQuiet(LocalTime.now().date, !on)
+                    try ScheduleService(store: host.store) {}.setOn(on)
                 } catch {
                     throw ProtocolError(error)
                 }
@@ -222,6 +228,17 @@ final class MQTTBridge {
             }
         } catch {
             log.warning("MQTT: \(commandName(command)) refused: \(error.words.en)")
+        }
+    }
+
+    /// Keeps Home Assistant's choice in the settings (under their lock: another writer's
+    /// change is not lost); a failure is logged, the choice holds until the daemon stops.
+    private func keep(_ key: String, _ value: String) {
+        do throws(CoreError) {
+            let catalog = try SoundCatalog.withCustomSounds(store: host.store)
+            try Settings.update { settings throws(CoreError) in try settings.set(key, value, catalog: catalog) }
+        } catch {
+            log.warning("MQTT: cannot keep \(key): \(error.text(.en))")
         }
     }
 
@@ -327,7 +344,7 @@ final class MQTTBridge {
         }
         let sitting = phase != "idle" && (s.source == .timer || s.source == .guided)
         let remaining = phase == "idle" ? 0 : (s.remaining ?? 0)
-        let quietToday = (try? ScheduleService(store: host.store) {}.listing().quietDays.contains(LocalTime.now().date)) ?? false
+        let scheduleOn = !host.scheduler.isOff
         let state: JSON = .object([
             "phase": .string(phase),
             "remaining": .number(Double(remaining / 1000)),
@@ -336,7 +353,7 @@ final class MQTTBridge {
             "next_sit": host.scheduler.next.map { .string(LocalTime.at(unix: $0.at).iso8601) } ?? .null,
             "preset": .string(chosenPreset),
             "minutes": .number(Double(minutes ?? 10)),
-            "schedules": .string(quietToday ? "OFF" : "ON"),
+            "schedules": .string(scheduleOn ? "ON" : "OFF"),
         ])
         let line = state.line
         guard force || line != lastState else { return }

@@ -52,7 +52,14 @@ public struct MQTTConfig: Sendable, Equatable {
     /// The node's name in topics and unique ids: [a-z0-9_-], from the host name by default.
     public var node: String
 
-    public static let keys = ["mqtt-enabled", "mqtt-broker", "mqtt-user", "mqtt-password-file", "mqtt-tls-ca", "mqtt-node"]
+    public static let keys = ["mqtt-enabled", "mqtt-broker", "mqtt-user", "mqtt-password-file", "mqtt-tls-ca", "mqtt-node",
+                              "mqtt-preset", "mqtt-minutes"]
+
+    /// `mqtt-minutes` as a number (1…600), nil when it is not one.
+    public static func minutes(_ text: String) -> Int? {
+        guard text.count <= 3, text.allSatisfy(\.isASCII), let m = Int(text), (1...600).contains(m) else { return nil }
+        return m
+    }
 
     /// Registers the `mqtt-*` settings (harmless twice): call at start-up, before settings are read.
     public static func register() {
@@ -75,6 +82,20 @@ public struct MQTTConfig: Sendable, Equatable {
         })
         Settings.register(Settings.Registered("mqtt-node", default: "") { value throws(CoreError) in
             if !value.isEmpty { _ = try checkNode(value) }
+        })
+        // What Home Assistant chose (its preset select and minutes number), kept across
+        // restarts: the daemon writes them; empty is "Settings" and the `duration` setting.
+        Settings.register(Settings.Registered("mqtt-preset", default: "") { value throws(CoreError) in
+            guard value.utf8.count <= 200, !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+                throw CoreError.badValue(option: "mqtt-preset", reason: both("a preset's name: at most 200 bytes, no control characters",
+                                                                           "der Name einer Vorgabe: höchstens 200 Bytes, keine Steuerzeichen"))
+            }
+        })
+        Settings.register(Settings.Registered("mqtt-minutes", default: "") { value throws(CoreError) in
+            guard value.isEmpty || minutes(value) != nil else {
+                throw CoreError.badValue(option: "mqtt-minutes", reason: both("whole minutes from 1 to 600, or empty (the duration setting)",
+                                                                            "ganze Minuten von 1 bis 600, oder leer (die Einstellung duration)"))
+            }
         })
     }
 

@@ -49,6 +49,8 @@ extension LibraryStore {
         CatalogMigration("v8-schedule-references", ScheduleStore.addReferences),
         // (v9-web-lockout: the web app's)
         CatalogMigration("v10-practice-totals", PracticeTotals.create),
+        // (v11-home-buttons, v12-home-hooks: the home front-ends')
+        CatalogMigration("v13-schedule-switch", ScheduleStore.createSwitch),
     ]
 
     /// Core's migrations, then `extensions`.

@@ -1,6 +1,7 @@
 /// The schedule as every front-end changes and shows it: adding (bound and checked, a
 /// one-off time that has passed refused), importing a timetable (one transaction), the
-/// listing with each entry's next time and last outcome, enabling, removing, quiet days.
+/// listing with each entry's next time and last outcome, enabling, removing, quiet days,
+/// and the main switch (all off, then on again from that moment).
 /// Each change tells the daemon (`changed`, given by the front-end that can reach it); the
 /// daemon also notices any change by the timetable's counter, within 2 s.
 import FoundationEssentials
@@ -92,11 +93,13 @@ public struct ScheduleService: Sendable {
         return out
     }
 
-    /// Every entry with its next time and last outcome, and the quiet days.
+    /// Every entry with its next time and last outcome, and the quiet days. While the
+    /// schedule is off, no entry has a next time.
     public func listing(now: Int64 = LocalTime.now().unix) throws(CoreError) -> (entries: [ScheduleListing], quietDays: [CivilDate]) {
         let quiet = try table.quietDays()
+        let off = try table.offSince() != nil
         let entries = try table.all().map { e -> ScheduleListing in
-            let next = e.enabled ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
+            let next = e.enabled && !off ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
             let last = (try? table.events(entry: e.id, limit: 1))?.first
             return ScheduleListing(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
                                    next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
@@ -110,6 +113,7 @@ public struct ScheduleService: Sendable {
     public func upcoming(from start: Int64, until end: Int64, count: Int) throws(CoreError) -> [(at: Int64, entry: ScheduleEntry)] {
         let quiet = try table.quietDays()
         var items: [(at: Int64, entry: ScheduleEntry)] = []
+        guard try table.offSince() == nil else { return [] }
         for e in try table.all() where e.enabled && e.problem == nil {
             for t in e.when.occurrences(after: max(start - 1, e.lastHandled), until: end, zone: zone, seed: e.seed, quiet: quiet, limit: count) {
                 items.append((t, e))
@@ -141,6 +145,16 @@ public struct ScheduleService: Sendable {
         if quiet { try table.skip(day) } else { try table.unskip(day) }
         changed()
     }
+
+    /// The main switch: off, nothing rings; on again, from now on (nothing that passed while
+    /// it was off rings late). Each entry keeps its own on/off.
+    public func setOn(_ on: Bool, now: Int64 = LocalTime.now().unix) throws(CoreError) {
+        try table.setOn(on, now: now)
+        changed()
+    }
+
+    /// Since when the schedule is off (unix seconds), nil while it is on.
+    public func offSince() throws(CoreError) -> Int64? { try table.offSince() }
 
     /// A one-off time that has passed: it would never ring.
     public func passed(_ when: ScheduleWhen, now: Int64) -> CoreError {
