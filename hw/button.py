@@ -177,6 +177,22 @@ def main():
         check("went away" in log or "No such device" in log, "the daemon's log says the device went away")
         guest.client.request("stop")
         wait(lambda s: s.get("state") == "idle", 5)
+
+        # `button test` on the real device: its name, then each edge as the kernel sent it.
+        tester = subprocess.Popen([inside.BIN, "button", "test", button.node, "--seconds", "3"], env=inside.ENV,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.0)
+            button.key(True)
+            time.sleep(0.05)
+            button.key(False)
+            shown, err = tester.communicate(timeout=10)
+        finally:
+            if tester.poll() is None:
+                tester.kill()
+                tester.wait()
+        check(tester.returncode == 0 and NAME.decode() in shown and "KEY_ENTER (28) down" in shown and "KEY_ENTER (28) up" in shown,
+              f"`button test {button.node}` names the device and shows the key's edges ({(shown + err).strip()[-160:]!r})")
     except Exception as e:  # noqa: BLE001 - reported to the host, which fails the run
         check(False, f"the button sequence ran ({type(e).__name__}: {e})")
     finally:

@@ -79,3 +79,28 @@ def test_the_led_follows_the_session_on_a_sysfs_shaped_tree(new_home, tmp_path):
     assert wait_for(lambda: read("trigger") == "timer" and read("delay_on") == "1000", 5)
     assert home.run("stop").rc == 0
     assert wait_for(lambda: read("trigger") == "none" and read("brightness") == "0", 5)
+
+
+def test_button_test_prints_the_keys_a_device_sends(new_home, tmp_path):
+    """`button test` on a FIFO under a test root that carries the kernel's struct input_event
+    (24 bytes on 64-bit: the time, type, code, value): each key edge, named, in order; a
+    SYN or a relative motion is not a key; the device going away ends it in one line."""
+    import struct
+    import subprocess
+    import smtest
+    root = tmp_path / "input"
+    root.mkdir()
+    fifo = str(root / "event3")
+    os.mkfifo(fifo, 0o600)
+    h = new_home(STILLMOMENT_INPUT_ROOT=str(root))
+    p = h.track(subprocess.Popen([smtest.BIN, "button", "test", fifo, "--seconds", "5"], env=h.env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    w = os.open(fifo, os.O_WRONLY)         # waits for the reader
+    ev = lambda t, c, v: struct.pack("qqHHi", 0, 0, t, c, v)  # noqa: E731
+    os.write(w, ev(1, 28, 1) + ev(0, 0, 0) + ev(2, 0, 5) + ev(1, 28, 2) + ev(1, 28, 0) + ev(0, 0, 0) + ev(1, 57, 1))
+    time.sleep(0.3)
+    os.close(w)                            # unplugged
+    out, err = p.communicate(timeout=10)
+    keys = [ln for ln in out.splitlines() if ln.startswith("KEY_")]
+    assert keys == ["KEY_ENTER (28) down", "KEY_ENTER (28) repeat", "KEY_ENTER (28) up", "KEY_SPACE (57) down"], (out, err)
+    assert p.returncode != 0 and len(err.strip().splitlines()) == 1 and "went away" in err, (p.returncode, err)
