@@ -2,16 +2,14 @@
 """The daemon users run, measured while it plays (issue 16's lean daemon): its RSS playing
 a 5-minute guided meditation and a timer with ambience on a private PulseAudio null sink,
 beside mpg123 and MPD playing the same MP3 to the same sink in the same run, and what the
-daemon's resident pages of the binary are (bench/pages.py, as root). MPD is measured when
-it is installed (`apt install mpd`; make bench does not install it: Debian starts its
-system service, which would hold the sound card; a private instance is started here).
+daemon's resident pages of the binary are (bench/pages.py, as root). MPD is installed by
+`make bench` (scripts/deps-mpd.sh: its system service held back and disabled) and a
+private instance is started here.
 
 Run with the release binary (make bench): .build/web-venv/bin/python bench/daemon.py.
 Lines go to bench-out/results.txt in the format of bench/lib.sh.
 """
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +18,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "Tests", "cli"))
 os.environ.setdefault("BIN", os.path.join(here, "..", ".build", "release", "stillmoment"))
 import webharness as h  # noqa: E402
+from mpdref import MPD  # noqa: E402
 
 report = h.report
 
@@ -71,46 +70,13 @@ def peak_while(pid, seconds):
 
 def mpd_rss(mp3, pulse):
     """MPD playing the MP3 to the same sink (None when mpd is not installed)."""
-    if not shutil.which("mpd"):
+    if not MPD.installed():
         return None
-    d = os.path.join(h.DIR, "mpd")
-    music = os.path.join(d, "music")
-    os.makedirs(music)
-    shutil.copy(mp3, os.path.join(music, "talk.mp3"))
-    sock = os.path.join(d, "mpd.sock")
-    with open(os.path.join(d, "mpd.conf"), "w") as f:
-        f.write(f'music_directory "{music}"\ndb_file "{d}/db"\nstate_file "{d}/state"\nbind_to_address "{sock}"\n'
-                f'audio_output {{\n type "pulse"\n name "bench"\n server "{pulse}"\n}}\n')
-    p = h.spawn(["mpd", "--no-daemon", "--stderr", os.path.join(d, "mpd.conf")], dict(os.environ, PULSE_SERVER=pulse), "mpd")
-    for _ in range(200):
-        if os.path.exists(sock):
-            break
-        time.sleep(0.05)
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    f = s.makefile("rw")
-    f.readline()
-
-    def cmd(c):
-        f.write(c + "\n")
-        f.flush()
-        lines = []
-        while True:
-            line = f.readline()
-            if not line or line.startswith("OK") or line.startswith("ACK"):
-                return lines + [line]
-            lines.append(line)
-    cmd("update")
-    for _ in range(100):
-        if not any(l.startswith("updating_db") for l in cmd("status")):
-            break
-        time.sleep(0.1)
-    cmd("add talk.mp3")
-    cmd("play")
+    m = MPD(h, mp3, pulse)
+    m.cmd("play")
     time.sleep(3)
-    rss = peak_while(p.pid, 5)
-    cmd("stop")
-    s.close()
+    rss = peak_while(m.proc.pid, 5)
+    m.close()
     return rss
 
 
