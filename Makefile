@@ -108,6 +108,7 @@ test-deb: deb
 	bash Tests/deb/deb-tests.sh
 
 bench: deps-bench release
+	@scripts/deps-mpd.sh
 	@rm -f bench-out/results.txt
 	@bash bench/engine.sh
 	@bash bench/timer.sh
@@ -122,6 +123,7 @@ bench: deps-bench release
 	@bash scripts/webenv.sh
 	@.build/web-venv/bin/python bench/web.py
 	@.build/web-venv/bin/python bench/daemon.py
+	@.build/web-venv/bin/python bench/cpu.py
 	@BIN=.build/release/stillmoment python3 bench/home.py
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
