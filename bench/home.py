@@ -7,7 +7,9 @@
    samples of each, taken together once both have settled (30 s after the start: past the
    releases of code pages after start-up, the background indexer and the node's announcement,
    and the idle turn after them); target ≤ 3 MB more.
-2. Idle wake-ups: both daemons' context switches (every thread, voluntary and not) over 60 s
+2. Idle wake-ups: both daemons' voluntary context switches (every thread: each is a thread
+   that went to sleep, so one wake-up; a nonvoluntary switch is a running thread put off
+   the CPU by another process, no wake-up, and is reported apart) over 60 s
    each, the windows overlapping and each started halfway between two turns of that
    daemon's idle loop (5 s), no client connected; the MQTT one may wake only for its keepalive (30 s,
    MQTTClient.swift's sm_mqtt_open; libmosquitto's thread, Sources/CMQTT/mqtt.c): per ping,
@@ -356,12 +358,12 @@ def main(work, homes, held):
                                key=lambda e: e[0]):
         time.sleep(max(0.0, at - time.monotonic()))
         if first:
-            w0[h], f0[h] = switches(h.daemon.pid), major_faults(h.daemon.pid)
+            w0[h], f0[h] = switches(h.daemon.pid, ("voluntary_ctxt_switches:",)), major_faults(h.daemon.pid)
             p0[h] = sum(switches(h.daemon.pid, ("nonvoluntary_ctxt_switches:",)).values())
             if h is home:
                 sent0 = mqtt_sent(broker.port)
         else:
-            w1[h], faults[h] = switches(h.daemon.pid), major_faults(h.daemon.pid) - f0[h]
+            w1[h], faults[h] = switches(h.daemon.pid, ("voluntary_ctxt_switches:",)), major_faults(h.daemon.pid) - f0[h]
             preempted[h] = sum(switches(h.daemon.pid, ("nonvoluntary_ctxt_switches:",)).values()) - p0[h]
             if h is home:
                 sent1 = mqtt_sent(broker.port)
@@ -401,7 +403,8 @@ def main(work, homes, held):
     threads = lambda d: ", ".join(f"{k} {v * per_min:.0f}" for k, v in sorted(d.items()))
     report(f"daemon idle wake-ups on MQTT watching a button, per minute: {n_home:.0f} ({threads(d_home)}) "
            f"vs {n_plain:.0f} without them ({threads(d_plain)}), {IDLE_SECONDS} s each from halfway between two idle turns "
-           f"(of them nonvoluntary, preempted while running: {preempted[home] * per_min:.0f} and {preempted[plain] * per_min:.0f}; "
+           f"(voluntary switches: a thread went to sleep; besides, preempted while running, no wake-up: "
+           f"{preempted[home] * per_min:.0f} and {preempted[plain] * per_min:.0f}; "
            f"major page faults {faults[home]} and {faults[plain]}); "
            f"beyond: {beyond:.0f}; the keepalive ({KEEPALIVE} s) explains {expected:.0f} (per ping, its timer and the "
            f"PINGRESP; on the wire the daemon sent {segments} segments of {sent} bytes, a PINGREQ being one of 2)",
