@@ -30,7 +30,6 @@ import json
 import os
 import select
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -42,7 +41,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "Tests", "cli"))
 os.environ.setdefault("BIN", os.path.join(here, "..", ".build", "release", "stillmoment"))
 import smtest  # noqa: E402
-from mqttharness import Broker, mosquitto_missing  # noqa: E402
+from mqttharness import Broker, Publisher, mosquitto_missing  # noqa: E402
 
 NODE = "bench"
 BASE = f"stillmoment/{NODE}"
@@ -162,45 +161,6 @@ def plug(path, seconds=10):
 
 
 # ------------------------------------------------------------------ MQTT 3.1.1, by hand
-
-def mqtt_packet(kind, body):
-    n, length = len(body), b""
-    while True:
-        byte, n = n % 128, n // 128
-        length += bytes([byte | (0x80 if n else 0)])
-        if not n:
-            return bytes([kind]) + length + body
-
-
-def mqtt_string(s):
-    b = s.encode()
-    return struct.pack("!H", len(b)) + b
-
-
-class Publisher:
-    """One MQTT connection to the broker, kept open: CONNECT (clean session, no keepalive, a
-    client id of its own: the broker would drop the daemon for one it has already),
-    then QoS 0 PUBLISHes, each one write."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        body = mqtt_string("MQTT") + bytes([4, 0x02]) + struct.pack("!H", 0) + mqtt_string("bench-home-publisher")
-        self.sock.sendall(mqtt_packet(0x10, body))
-        ack = self.sock.recv(4)
-        if ack != b"\x20\x02\x00\x00":
-            sys.exit(f"bench: the broker refused the publisher: {ack!r}")
-
-    def publish(self, topic, payload):
-        self.sock.sendall(mqtt_packet(0x30, mqtt_string(topic) + payload.encode()))
-
-    def close(self):
-        try:
-            self.sock.sendall(b"\xe0\x00")    # DISCONNECT
-        except OSError:
-            pass
-        self.sock.close()
-
 
 # ------------------------------------------------------------------ the event stream
 

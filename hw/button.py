@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "cli"))
 import inside  # noqa: E402  (the recorder, the binary, the guest's environment)
 
 NAME = b"stillmoment-rig-button"
@@ -58,6 +59,62 @@ class VirtualButton:
     def destroy(self):
         fcntl.ioctl(self.fd, UI_DEV_DESTROY)
         os.close(self.fd)
+
+
+def ha_press(result, check, wait, sounding, rec):
+    """Home Assistant's "start preset" button through a mosquitto in the guest (on its
+    loopback), published over one kept connection: the press to the session's start and to
+    its first sound on the card."""
+    import mqttharness
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=False)
+    port = 18830
+    conf = os.path.join(inside.WORK, "mosquitto.conf")
+    with open(conf, "w") as f:
+        f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    broker = subprocess.Popen([mqttharness.tool("mosquitto"), "-c", conf], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pub = None
+    try:
+        _, _, p = inside.run(["mqtt", "enable", "--broker", f"127.0.0.1:{port}", "--node", "rig"])
+        topic = "stillmoment/rig"
+        end = mono() + 10
+        while mono() < end:
+            try:
+                pub = mqttharness.Publisher(port, client_id="rig-home-assistant")
+                break
+            except (OSError, RuntimeError):
+                time.sleep(0.1)
+        log = os.path.join(inside.OUT, "button.log")
+        end = mono() + 15
+        while mono() < end and "MQTT: connected" not in open(log, errors="replace").read():
+            time.sleep(0.05)
+        connected = "MQTT: connected" in open(log, errors="replace").read()
+        if not check(p.returncode == 0 and pub is not None and connected,
+                     f"the daemon connects to a mosquitto in the guest ({(p.stdout + p.stderr).strip()[:160]})"):
+            return
+        pub.publish(f"{topic}/cmd/preset", "rig")
+        time.sleep(0.5)
+        t0 = mono()
+        pub.publish(f"{topic}/cmd/start_preset", "PRESS")
+        s = wait(lambda s: sounding(s), 5)
+        t_session = mono()
+        heard = rec.wait_sound(t0, 5)
+        check(sounding(s) and heard is not None, "Home Assistant's start button (MQTT) starts the preset's timer, heard on the card")
+        result["figures"]["ha_press_to_session_ms"] = (t_session - t0) * 1000
+        if heard:
+            result["figures"]["ha_press_to_sound_ms"] = (heard - t0) * 1000
+        inside.run(["stop"])
+        wait(lambda s: s.get("state") == "idle", 5)
+        inside.run(["mqtt", "disable"])
+    finally:
+        if pub:
+            pub.close()
+        broker.terminate()
+        try:
+            broker.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()
 
 
 def main():
@@ -193,6 +250,8 @@ def main():
                 tester.wait()
         check(tester.returncode == 0 and NAME.decode() in shown and "KEY_ENTER (28) down" in shown and "KEY_ENTER (28) up" in shown,
               f"`button test {button.node}` names the device and shows the key's edges ({(shown + err).strip()[-160:]!r})")
+
+        ha_press(result, check, wait, sounding, rec)
     except Exception as e:  # noqa: BLE001 - reported to the host, which fails the run
         check(False, f"the button sequence ran ({type(e).__name__}: {e})")
     finally:

@@ -856,6 +856,12 @@ def analyse_button(out):
     if "press_to_sound_ms" in f:
         info(f"button press to the first sound captured on the loopback card: {f['press_to_sound_ms']:.0f} ms "
              "(through the capture's 10-ms polls)")
+    if "ha_press_to_session_ms" in f:
+        info(f"Home Assistant's start button (MQTT through a mosquitto in the guest) to the session's start: "
+             f"{f['ha_press_to_session_ms']:.0f} ms (status asked every 5 ms; budget 150 ms)")
+    if "ha_press_to_sound_ms" in f:
+        info(f"Home Assistant's start button to the first sound captured on the loopback card: {f['ha_press_to_sound_ms']:.0f} ms "
+             "(through the capture's 10-ms polls)")
     if "replug_to_watching_s" in f:
         info(f"button plugged again: watched again after {f['replug_to_watching_s']:.1f} s (the daemon waits for its node through inotify)")
 

@@ -1,9 +1,11 @@
-"""A private mosquitto (Debian's) on loopback for the MQTT tests, and a subscriber that
-records what the broker carries. Every process is stopped by its PID (by the Home that
+"""A private mosquitto (Debian's) on loopback for the MQTT tests, a subscriber that
+records what the broker carries, and a publisher that keeps one connection (bench/home.py
+and the rig time a press through it: no process start counted). Every process is stopped by its PID (by the Home that
 tracks it, or by Broker.stop)."""
 import os
 import pwd
 import socket
+import struct
 import subprocess
 import time
 
@@ -170,3 +172,45 @@ class Subscriber:
         if self.proc.poll() is None:
             smtest.stop_pid(self.proc.pid)
         self.proc.wait()
+
+
+# ------------------------------------------------------------------ a publisher without a process per message
+
+def mqtt_packet(kind, body):
+    n, length = len(body), b""
+    while True:
+        byte, n = n % 128, n // 128
+        length += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return bytes([kind]) + length + body
+
+
+def mqtt_string(s):
+    b = s.encode()
+    return struct.pack("!H", len(b)) + b
+
+
+class Publisher:
+    """One MQTT connection to the broker, kept open: CONNECT (clean session, no keepalive, a
+    client id of its own: the broker would drop the daemon for one it has already),
+    then QoS 0 PUBLISHes, each one write."""
+
+    def __init__(self, port, client_id="stillmoment-test-publisher", host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port), timeout=5)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = mqtt_string("MQTT") + bytes([4, 0x02]) + struct.pack("!H", 0) + mqtt_string(client_id)
+        self.sock.sendall(mqtt_packet(0x10, body))
+        ack = self.sock.recv(4)
+        if ack != b"\x20\x02\x00\x00":
+            self.sock.close()
+            raise RuntimeError(f"the broker refused the publisher: {ack!r}")
+
+    def publish(self, topic, payload):
+        self.sock.sendall(mqtt_packet(0x30, mqtt_string(topic) + payload.encode()))
+
+    def close(self):
+        try:
+            self.sock.sendall(b"\xe0\x00")    # DISCONNECT
+        except OSError:
+            pass
+        self.sock.close()
