@@ -148,6 +148,8 @@ build_target() {
 }
 
 for target in "${targets[@]}"; do build_target "$target"; done
+# fuzz/long.sh builds through this script and runs the fuzzers itself.
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 # Let libFuzzer/ASan handle a Swift trap (writing the input) instead of the Swift runtime's
 # backtracer, which would be spawned as an extra process.
