@@ -14,6 +14,8 @@ DEB_TEST_DEB := $(DEB_DEB) lintian systemd debootstrap util-linux
 FUZZ_SECONDS ?= 60
 # The CI-sized fuzz run in `make test`: this many seconds per target.
 FUZZ_CI_SECONDS ?= 30
+# `make fuzz-long`: this many runs per target (RUNS=N to change it).
+RUNS ?= 10000000
 TIMING_SECONDS ?= 600
 
 # The version: VERSION is the one place; `stillmoment --version`, the package and its
@@ -23,7 +25,7 @@ VERSION := $(shell cat VERSION)
 BINDIR := $(PREFIX)/bin
 DATADIR := $(PREFIX)/share
 
-.PHONY: deps deps-test deps-bench version build release run test test-home test-hw test-deb deb bench fuzz faults install uninstall clean
+.PHONY: deps deps-test deps-bench version build release run test test-home test-hw test-deb deb bench fuzz fuzz-long faults install uninstall clean
 
 deps:
 	@scripts/deps.sh $(DEB_BUILD)
@@ -139,10 +141,14 @@ faults: deps-bench release
 	BIN=.build/release/stillmoment python3 bench/realtime.py sigstop
 	BIN=.build/release/stillmoment python3 bench/realtime.py device-loss
 
-# libFuzzer on the MP4 demuxer, the MPEG header/tag readers and the control-protocol
-# decoder, FUZZ_SECONDS each.
+# libFuzzer on every parser (fuzz/README.md), FUZZ_SECONDS each.
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# The long campaign: every target in turn to RUNS runs (10 M), the inputs that add coverage
+# merged into fuzz/corpus/, the counts and coverage in bench-out/fuzz-long.txt (BENCHMARKS.md).
+fuzz-long: deps
+	RUNS=$(RUNS) bash fuzz/long.sh
 
 # The release binary, the bundled sounds, the systemd user unit and shell completions.
 install: release

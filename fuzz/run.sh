@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # fuzz/run.sh [SECONDS] [TARGET...] — build the libFuzzer harnesses with swiftc (no package
 # build) and run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
-# Targets: mp4 aac mpeg control time device http (default: all). Crash/timeout/OOM inputs go to
-# fuzz/crashes/<target>/; exits non-zero if any target fails to build, crashes, hangs or
-# runs out of memory. `bash fuzz/run.sh 30` is the CI-sized run.
+# Targets: mp4 aac mpeg control time device http csv json (default: all). Crash/timeout/OOM
+# inputs go to fuzz/crashes/<target>/; exits non-zero if any target fails to build, crashes,
+# hangs or runs out of memory. `bash fuzz/run.sh 30` is the CI-sized run.
 set -u -o pipefail
 
-all_targets=(mp4 aac mpeg control time device http)
+all_targets=(mp4 aac mpeg control time device http csv json)
 usage="usage: fuzz/run.sh [SECONDS] [TARGET...]  (SECONDS a positive integer; targets: ${all_targets[*]})"
 duration=${1:-60}
 case $duration in ''|*[!0-9]*|0) echo "$usage" >&2; exit 2 ;; esac
@@ -55,6 +55,41 @@ build() {  # build TARGET SOURCES...
 # A Core file by name, wherever it sits under Sources/StillMomentCore (the tree is being
 # reorganised into Domain/, Sessions/, Library/).
 core() { find Sources/StillMomentCore -name "$1" -print -quit; }
+
+# One declaration (`public struct NAME` / `public enum NAME` to its closing `}` at the start
+# of a line) cut out of a source file that cannot be built here as a whole (it imports GRDB
+# or StillMomentAudio for its other parts): the real text, written to .build-fuzz/.
+excerpt() {  # excerpt FILE NAME
+    local file=$1 name=$2 dest="$out/excerpt-$2.swift"
+    awk -v name="$name" '
+        !on && $0 ~ ("^public (struct|enum) " name "[ :{]") { on = 1 }
+        on { print }
+        on && /^}/ { exit }' "$file" > "$dest"
+    if ! [ -s "$dest" ]; then
+        echo "fuzz: BUILD FAILED (no declaration of $name in $file)" >&2
+        exit 2
+    fi
+    printf '%s\n' "$dest"
+}
+
+# The practice log's import (CSV and JSON) and the Core files it uses: the JSON reader and
+# coders, the entry and its time, the texts of its messages. PracticeEntry's id check
+# (StoredName), the sound catalog's Sound and SessionKind's EndReason are cut out of files
+# that need GRDB, Paths or the audio engine.
+practice_sources() {
+    practice=(Sources/StillMomentCore/JSON/JSON.swift Sources/StillMomentCore/JSON/JSONParser.swift
+              Sources/StillMomentCore/JSON/JSONWriter.swift Sources/StillMomentCore/JSON/JSONValueEncoder.swift
+              Sources/StillMomentCore/JSON/JSONValueDecoder.swift
+              "$(core PracticeExport.swift)" "$(core SpreadsheetCell.swift)" "$(core PracticeStats.swift)"
+              "$(core LocalTime.swift)" "$(core SessionKind.swift)" "$(core TimeText.swift)" "$(core Display.swift)"
+              "$(core Language.swift)" "$(core Environment.swift)"
+              "$(excerpt "$(core Meditation.swift)" StoredName)" "$(excerpt "$(core SoundCatalog.swift)" Sound)"
+              "$(excerpt "$(core Session.swift)" EndReason)")
+    local f
+    for f in "${practice[@]}"; do
+        [ -n "$f" ] || { echo "fuzz: BUILD FAILED (a source of the practice import is missing)" >&2; exit 2; }
+    done
+}
 
 # The C libraries through the package's own module maps (Sources/C*/module.modulemap).
 clibs=(-I Sources/CFaad -I Sources/CMpg123 -lfaad -lmpg123)
@@ -107,10 +142,14 @@ build_target() {
         # The web app's request reader and the Core files it uses (Language, trimmingWhitespace).
         build http Sources/StillMomentWeb/HTTPRequest.swift "$(core Language.swift)" "$(core Environment.swift)" \
             "$(core Display.swift)" "$(core TimeText.swift)" fuzz/http/main.swift ;;
+    csv) practice_sources; build csv "${practice[@]}" fuzz/csv/main.swift ;;
+    json) practice_sources; build json "${practice[@]}" fuzz/json/main.swift ;;
     esac
 }
 
 for target in "${targets[@]}"; do build_target "$target"; done
+# fuzz/long.sh builds through this script and runs the fuzzers itself.
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 # Let libFuzzer/ASan handle a Swift trap (writing the input) instead of the Swift runtime's
 # backtracer, which would be spawned as an extra process.
