@@ -168,7 +168,15 @@ public enum PracticeExport {
     static func quote(_ field: String) -> String {
         // By scalar: "\r\n" is one Character, equal neither to "\r" nor to "\n".
         guard field.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
-        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        // Doubled by scalar too: a quote followed by a combining mark is one Character, and a
+        // search by Characters left it single, so the field ended early and what followed
+        // (a cell starting with "=") escaped the formula guard (found by fuzz/csv).
+        var out = String.UnicodeScalarView()
+        for scalar in field.unicodeScalars {
+            if scalar == "\"" { out.append("\"") }
+            out.append(scalar)
+        }
+        return "\"" + String(out) + "\""
     }
 
     /// RFC 4180: quoted fields may hold commas, quotes (doubled) and line breaks.
