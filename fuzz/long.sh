@@ -10,6 +10,7 @@
 #
 #   make fuzz-long                       # every target, 10 M runs each
 #   RUNS=20000 bash fuzz/long.sh csv     # a quick check of one target
+#   FUZZ_LONG_REPORT=FILE                # the table elsewhere (two campaigns side by side)
 set -u -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +29,7 @@ for target in "${targets[@]}"; do
 done
 
 out=.build-fuzz
-report=bench-out/fuzz-long.txt
+report=${FUZZ_LONG_REPORT:-bench-out/fuzz-long.txt}
 mkdir -p "$out" bench-out
 
 # Every process this script starts runs in a session (and process group) of its own, so
