@@ -241,8 +241,13 @@ public final class Daemon {
             return false
         }
         // Idle with nobody connected, the loop sleeps until the socket watchdog's next
-        // look (5 s) or the next scheduled entry, whichever comes first.
-        let sleep: Int32 = min(host.isIdle ? (listener.isEmpty ? 5000 : 250) : 100, mqtt.dueWithinMs ?? .max)
+        // look (5 s) or the next scheduled entry, whichever comes first. A session looks at
+        // its engine every 100 ms while someone follows its states (a subscriber, Home
+        // Assistant, the LED), else once a second (its progress cadence: a change of phase or
+        // its end is taken up within it; commands wake the loop at once). Ten wake-ups a
+        // second were a third of the daemon's CPU playing an MP3 to PulseAudio.
+        let watched = listener.hasSubscribers || mqtt.isConnected || led != nil
+        let sleep: Int32 = min(host.isIdle ? (listener.isEmpty ? 5000 : 250) : (watched ? 100 : 1000), mqtt.dueWithinMs ?? .max)
         let due = buttons.timeout().map { min($0, sleep) } ?? sleep
         pollOnce(timeoutMs: host.pollTimeout(cap: min(due, cap ?? due)))
         buttons.tick()

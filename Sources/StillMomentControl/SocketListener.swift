@@ -80,6 +80,8 @@ final class SocketListener {
 
     /// Nobody is connected (an on-demand daemon may then exit when idle).
     var isEmpty: Bool { clients.isEmpty }
+    /// Someone reads the events (a CLI in the foreground, the web app's link).
+    var hasSubscribers: Bool { clients.contains { $0.subscribed } }
 
     /// Serves a connection made elsewhere (a socketpair in the tests) as if accepted.
     func adopt(_ fd: Int32) {

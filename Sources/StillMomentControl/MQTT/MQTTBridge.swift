@@ -41,6 +41,9 @@ final class MQTTBridge {
         self.version = version
     }
 
+    /// Connected to the broker: Home Assistant follows the session's states.
+    var isConnected: Bool { connected }
+
     /// MQTT is on: the daemon stays (Home Assistant needs it) rather than exit when idle.
     var keepsDaemon: Bool { running != nil }
 
