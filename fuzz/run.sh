@@ -64,11 +64,15 @@ excerpt() {  # excerpt FILE NAME
     awk -v name="$name" '
         !on && $0 ~ ("^public (struct|enum) " name "[ :{]") { on = 1 }
         on { print }
-        on && /^}/ { exit }' "$file" > "$dest"
-    if ! [ -s "$dest" ]; then
+        on && /^}/ { exit }' "$file" > "$dest.$$"
+    if ! [ -s "$dest.$$" ]; then
+        rm -f "$dest.$$"
         echo "fuzz: BUILD FAILED (no declaration of $name in $file)" >&2
         exit 2
     fi
+    # Replaced only when it changed, and by a rename: a build of another target (a second
+    # campaign, fuzz/long.sh) may be reading it.
+    if cmp -s "$dest.$$" "$dest"; then rm -f "$dest.$$"; else mv -f "$dest.$$" "$dest"; fi
     printf '%s\n' "$dest"
 }
 
