@@ -70,6 +70,9 @@ public final class DecodedSource: FrameSource {
 
     public var length: Int64? { loops ? nil : passLength }
 
+    /// The file is at the engine's rate: its frames are not resampled.
+    public var isAtEngineRate: Bool { resampler == nil }
+
     /// Reads stereo frames at the decoder's rate, wrapping at the end for a loop.
     private func readStereo(into out: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
         var got = 0

@@ -80,6 +80,18 @@ public final class TimerSession: Session {
         for strike in plan.endStrikes {
             engine.schedule(gongEntry(gong, at: strike, volume: configuration.gongVolume))
         }
+        // Rendered to a file: the ambience's loop is decoded once and played from memory
+        // (the same frames; a 30-minute session decoded it sixty times). Not on a device.
+        let ambiencePass: LoopPass?
+        do {
+            if let ambience, case .file = engine.sink {
+                ambiencePass = try LoopPass.decode(ambience.source(engineRate: rate, loop: true), maxFrames: Int64(rate) * 120)
+            } else {
+                ambiencePass = nil
+            }
+        } catch {
+            throw CoreError.audio(error)
+        }
         if let ambience {
             for a in plan.ambienceSegments {
                 id += 1
@@ -87,8 +99,9 @@ public final class TimerSession: Session {
                 let volume = Float(configuration.ambienceVolume)
                 engine.schedule(ScoreEntry(id: voiceID, start: a.start, end: a.fadeOutStart + a.fadeOut) {
                     () throws(AudioError) -> Voice in
-                    let voice = Voice(id: voiceID, source: try ambience.source(engineRate: rate, loop: true),
-                                      start: a.start, gain: volume, fadeIn: a.fadeIn)
+                    let source: any FrameSource
+                    if let ambiencePass { source = ambiencePass.source() } else { source = try ambience.source(engineRate: rate, loop: true) }
+                    let voice = Voice(id: voiceID, source: source, start: a.start, gain: volume, fadeIn: a.fadeIn)
                     voice.fadeOut(at: a.fadeOutStart, over: a.fadeOut)
                     return voice
                 })
