@@ -125,9 +125,9 @@ build_target() {
     aac) cfileio_objects
          build aac "${clibs[@]}" "${cfileio[@]}" "$src/AACDecoder.swift" "$src/MP4Demuxer.swift" \
              "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" "$src/Decoder.swift" \
-             "$src/MP3Decoder.swift" "$src/SeekIndex.swift" "$src/MPEGAudio.swift" fuzz/aac/main.swift ;;
+             "$src/MP3Decoder.swift" "$src/SeekIndex.swift" "$src/MPEGAudio.swift" fuzz/common/MemFile.swift fuzz/aac/main.swift ;;
     mpeg) build mpeg "$src/MPEGAudio.swift" "$src/AudioFile.swift" "$src/AudioError.swift" "$src/Buffers.swift" \
-              fuzz/mpeg/main.swift ;;
+              fuzz/common/MemFile.swift fuzz/mpeg/main.swift ;;
     control) build control Sources/StillMomentCore/JSON/JSON.swift Sources/StillMomentCore/JSON/JSONParser.swift \
                  Sources/StillMomentCore/JSON/JSONWriter.swift Sources/StillMomentCore/JSON/JSONValueEncoder.swift \
                  Sources/StillMomentCore/JSON/JSONValueDecoder.swift \
@@ -146,8 +146,8 @@ build_target() {
         # The web app's request reader and the Core files it uses (Language, trimmingWhitespace).
         build http Sources/StillMomentWeb/HTTPRequest.swift "$(core Language.swift)" "$(core Environment.swift)" \
             "$(core Display.swift)" "$(core TimeText.swift)" fuzz/http/main.swift ;;
-    csv) practice_sources; build csv "${practice[@]}" fuzz/csv/main.swift ;;
-    json) practice_sources; build json "${practice[@]}" fuzz/json/main.swift ;;
+    csv) practice_sources; build csv "${practice[@]}" fuzz/common/Practice.swift fuzz/csv/main.swift ;;
+    json) practice_sources; build json "${practice[@]}" fuzz/common/Practice.swift fuzz/json/main.swift ;;
     esac
 }
 

@@ -9,21 +9,11 @@
 // again (`PracticeExport.csv` and `.json`), read as the same entries. Nothing may trap or
 // hang.
 
-// PracticeExport.quote uses Foundation's String.replacingOccurrences, which the package
-// reaches through GRDB's import of Foundation.
 import Foundation
 
 @inline(never)
 func consume<T>(_ value: T) {
     withExtendedLifetime(value) {}
-}
-
-func checkRefusal(_ error: PracticeExport.ImportError) {
-    precondition(error.line >= 1, "a refusal at line \(error.line)")
-    for language in [Language.en, .de] {
-        let text = error.text(language)
-        precondition(!text.contains("\n") && !text.contains("\r"), "a refusal of more than one line: \(text.debugDescription)")
-    }
 }
 
 /// The rows as the export writes them (each field quoted when it must be, CR LF after each).
@@ -51,30 +41,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         checkRefusal(error)
     }
 
-    // 2. The whole import (CSV, or JSON when the first non-blank character is `[`).
-    do {
-        let entries = try PracticeExport.read(text)
-        for e in entries {
-            precondition(e.kind.isPractice && !e.name.isEmpty && e.plannedMilliseconds >= 0 && e.heardMilliseconds >= 0,
-                         "an entry that is not ours got through: \(e)")
-        }
-        // Export → import keeps every entry exactly, in both formats.
-        let csv = PracticeExport.csv(entries)
-        do {
-            let back = try PracticeExport.read(csv)
-            precondition(back == entries, "CSV export/import changed an entry: \(csv.debugDescription)")
-        } catch {
-            preconditionFailure("an export does not import: \(error) in \(csv.debugDescription)")
-        }
-        let json = JSON.array(PracticeExport.json(entries).map(JSON.object)).line
-        do {
-            let back = try PracticeExport.read(json)
-            precondition(back == entries, "JSON export/import changed an entry: \(json)")
-        } catch {
-            preconditionFailure("a JSON export does not import: \(error) in \(json)")
-        }
-    } catch {
-        checkRefusal(error)
-    }
+    // 2. The whole import (fuzz/common/Practice.swift).
+    importChecked(text)
     return 0
 }

@@ -15,31 +15,6 @@ func consume<T>(_ value: T) {
     withExtendedLifetime(value) {}
 }
 
-private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
-
-/// One memfd for the whole run, rewritten for each input.
-private let memfd: Int32 = {
-    // memfd_create is not exported by the Glibc Swift module; look it up at run time.
-    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else {
-        fatalError("memfd_create not available")
-    }
-    let fd = unsafeBitCast(sym, to: MemfdCreate.self)("stillmoment-fuzz-mpeg", 1 /* MFD_CLOEXEC */)
-    guard fd >= 0 else { fatalError("memfd_create failed: errno \(errno)") }
-    return fd
-}()
-private let memfdPath = "/proc/self/fd/\(memfd)"
-
-private func store(_ data: UnsafePointer<UInt8>?, _ size: Int) {
-    guard ftruncate(memfd, 0) == 0 else { fatalError("ftruncate failed: errno \(errno)") }
-    var done = 0
-    while done < size, let data {
-        let n = pwrite(memfd, data + done, size - done, off_t(done))
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { fatalError("pwrite failed: errno \(errno)") }
-        done += n
-    }
-}
-
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     // 1. Pure parsers straight on the bytes.
