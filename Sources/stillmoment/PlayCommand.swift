@@ -135,10 +135,12 @@ func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rende
         return "\(state) \(m.name)  [\(String(repeating: "=", count: min(width, filled)))\(String(repeating: " ", count: max(0, width - filled)))] \(TimeText.clock(pos)) / \(TimeText.clock(total))   " + Texts.text("play keys", [])
     }
     var stopped = false
+    var release = SteadyCodeRelease()
     while true {
         let s = session.engine.state
         // The place kept every few seconds while it plays: a crash or a kill loses only that much.
         runner.keepUpIfDue()
+        if rendering == nil { release.tick() }
         if s == .finished || s == .stopped || s == .failed { break }
         if signals.received != nil {
             stopped = true

@@ -167,8 +167,10 @@ struct TimerRunner {
         }
         var lastState: TimerState?
         var lastPaused = false
+        var release = SteadyCodeRelease()
         while true {
             runner.keepUpIfDue()
+            if renderingTo == nil { release.tick() }
             let engineState = session.engine.state
             if engineState == .finished || engineState == .stopped || engineState == .failed { break }
             if let sig = signals.received {
