@@ -6,13 +6,16 @@ Nothing here decides what passes: tests assert on exit codes, protocol error cod
 typed JSON fields; only the translation checks (test_german.py) read sentences.
 """
 import array
+import grp
 import json
 import math
 import os
+import pwd
 import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import time
 import wave
@@ -443,3 +446,29 @@ def start_pulse(work):
         except OSError:
             time.sleep(0.05)
     return p, None
+
+
+def _skip(why):
+    import pytest
+    pytest.skip(why)
+
+
+def as_user(uid="nobody", gid="nogroup"):
+    """The setpriv prefix to run as another user; skips when that cannot be."""
+    if os.geteuid() != 0:
+        _skip("not running as root")
+    if not shutil.which("setpriv"):
+        _skip("setpriv is missing")
+    try:
+        pwd.getpwnam("nobody")
+        grp.getgrnam("nogroup")
+    except KeyError:
+        _skip("no user nobody or group nogroup")
+    d = os.path.realpath(BIN)
+    if not os.stat(d).st_mode & stat.S_IXOTH:
+        _skip(f"{d} is not world-executable")
+    while d != "/":
+        d = os.path.dirname(d)
+        if not os.stat(d).st_mode & stat.S_IXOTH:
+            _skip(f"{d} is not world-executable")
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]

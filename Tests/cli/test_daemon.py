@@ -15,10 +15,8 @@ answers others meanwhile, and its session plays on with no underrun.
 
 Every home is private (STILLMOMENT_HOME, XDG_RUNTIME_DIR); every daemon whose runtime
 folder lies in it, and every process a test started, is stopped by its PID."""
-import grp
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -31,7 +29,7 @@ import time
 import pytest
 
 import smtest
-from smtest import BAD_INPUT, FAILURE, NO_DEVICE, Client, error_code, wait_for
+from smtest import BAD_INPUT, FAILURE, NO_DEVICE, Client, as_user, error_code, wait_for
 
 # ------------------------------------------------------------------ helpers
 
@@ -513,27 +511,6 @@ def test_devices_alsa_pulse_plays_a_timer(faults):
 
 
 # ------------------------------------------------------------------ 9-11. other users, fakes
-
-def as_user(uid="nobody", gid="nogroup"):
-    """The setpriv prefix to run as another user; skips when that cannot be."""
-    if os.geteuid() != 0:
-        pytest.skip("not running as root")
-    if not shutil.which("setpriv"):
-        pytest.skip("setpriv is missing")
-    try:
-        pwd.getpwnam("nobody")
-        grp.getgrnam("nogroup")
-    except KeyError:
-        pytest.skip("no user nobody or group nogroup")
-    d = os.path.realpath(smtest.BIN)
-    if not os.stat(d).st_mode & stat.S_IXOTH:
-        pytest.skip(f"{d} is not world-executable")
-    while d != "/":
-        d = os.path.dirname(d)
-        if not os.stat(d).st_mode & stat.S_IXOTH:
-            pytest.skip(f"{d} is not world-executable")
-    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
-
 
 def python_bin():
     return next(p for p in ("/usr/bin/python3", sys.executable) if os.access(p, os.X_OK))

@@ -104,3 +104,53 @@ def test_button_test_prints_the_keys_a_device_sends(new_home, tmp_path):
     keys = [ln for ln in out.splitlines() if ln.startswith("KEY_")]
     assert keys == ["KEY_ENTER (28) down", "KEY_ENTER (28) repeat", "KEY_ENTER (28) up", "KEY_SPACE (57) down"], (out, err)
     assert p.returncode != 0 and len(err.strip().splitlines()) == 1 and "went away" in err, (p.returncode, err)
+
+
+def test_a_device_the_daemon_may_not_read_is_said_once_and_opened_when_its_permissions_allow(open_home):
+    """The daemon as `nobody`, its button a root-owned FIFO of mode 0600 (what a user not in
+    the `input` group meets): one line in its log naming the group; `button test` refused
+    in one line. Then the node's permissions change (as udev's group or a chmod would):
+    the daemon opens it at once (inotify sees the change; nothing is tried on a timer) and a
+    press starts the timer."""
+    import struct
+    import smtest
+    h = open_home
+    nobody = smtest.as_user()
+    uid, gid = smtest.pwd.getpwnam("nobody").pw_uid, smtest.grp.getgrnam("nogroup").gr_gid
+    base = h.dir + "/nobody"
+    for d, mode in (("", 0o700), ("/home", 0o700), ("/run", 0o700), ("/input", 0o755)):
+        os.mkdir(base + d, mode)
+        os.chown(base + d, uid, gid)
+    fifo = base + "/input/event0"
+    os.mkfifo(fifo, 0o600)                       # root's, unreadable for nobody
+    env = dict(h.env, HOME=base, STILLMOMENT_HOME=base + "/home", XDG_RUNTIME_DIR=base + "/run",
+               STILLMOMENT_INPUT_ROOT=base + "/input", STILLMOMENT_IDLE_EXIT="60")
+    t = h.run("button", "test", fifo, "--seconds", "1", env=env, prefix=nobody)
+    assert t.rc != 0 and len(t.err.strip().splitlines()) == 1 and "'input'" in t.err, t
+    r = h.run("button", "add", fifo, "--key", "KEY_ENTER", "--press", "timer 24h --preparation off --device null",
+              env=env, prefix=nobody)
+    assert r.rc == 0, r
+    log = base + "/home/daemon.log"
+    said = lambda: open(log, errors="replace").read() if os.path.exists(log) else ""  # noqa: E731
+    assert wait_for(lambda: "permission denied" in said() and "'input' group" in said(), 10), said()
+    assert said().count("permission denied") == 1
+    os.chmod(fifo, 0o666)
+    t0 = time.monotonic()
+    assert wait_for(lambda: "watching" in said(), 5), said()
+    opened = time.monotonic() - t0
+    w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        def edge(down):
+            now = time.clock_gettime(time.CLOCK_MONOTONIC)
+            sec, usec = int(now), int((now % 1) * 1e6)
+            os.write(w, struct.pack("qqHHi", sec, usec, 1, 28, int(down)) + struct.pack("qqHHi", sec, usec, 0, 0, 0))
+        edge(True)
+        time.sleep(0.05)
+        edge(False)
+        started = wait_for(lambda: '"running"' in h.run("status", "--json", env=env, prefix=nobody).out, 10)
+    finally:
+        os.close(w)
+    h.run("stop", env=env, prefix=nobody)
+    print(f"opened {opened * 1000:.0f} ms after the chmod")
+    assert started, said()
+    assert opened < 2.0, "seen by inotify, not by a 2-s retry"
