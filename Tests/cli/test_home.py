@@ -1,10 +1,16 @@
 """Buttons, the LED and hooks through the CLI and a real daemon (the kernel's evdev path
 is the sound-card rig's: hw/button.py). `hooks add/list/remove` and `button add/list/remove`
 with their refusals; an on-end hook of a real sit writes its environment to a file; an
-on-start hook that hangs holds up nothing; the LED on a file tree shaped like sysfs."""
+on-start hook that hangs holds up nothing; the LED on a file tree shaped like sysfs;
+`button test` on a FIFO carrying input events; a device the daemon may not read, then may."""
+import grp
 import os
+import pwd
+import struct
+import subprocess
 import time
 
+import smtest
 from smtest import one_line_error, wait_for
 
 
@@ -85,9 +91,6 @@ def test_button_test_prints_the_keys_a_device_sends(new_home, tmp_path):
     """`button test` on a FIFO under a test root that carries the kernel's struct input_event
     (24 bytes on 64-bit: the time, type, code, value): each key edge, named, in order; a
     SYN or a relative motion is not a key; the device going away ends it in one line."""
-    import struct
-    import subprocess
-    import smtest
     root = tmp_path / "input"
     root.mkdir()
     fifo = str(root / "event3")
@@ -112,11 +115,9 @@ def test_a_device_the_daemon_may_not_read_is_said_once_and_opened_when_its_permi
     in one line. Then the node's permissions change (as udev's group or a chmod would):
     the daemon opens it at once (inotify sees the change; nothing is tried on a timer) and a
     press starts the timer."""
-    import struct
-    import smtest
     h = open_home
     nobody = smtest.as_user()
-    uid, gid = smtest.pwd.getpwnam("nobody").pw_uid, smtest.grp.getgrnam("nogroup").gr_gid
+    uid, gid = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
     base = h.dir + "/nobody"
     for d, mode in (("", 0o700), ("/home", 0o700), ("/run", 0o700), ("/input", 0o755)):
         os.mkdir(base + d, mode)
