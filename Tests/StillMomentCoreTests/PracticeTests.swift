@@ -35,6 +35,16 @@ struct PracticeTests {
         #expect(LocalTime(iso8601: "2026-11-24T22:30:00Z")?.unix == t?.unix)
         #expect(LocalTime(iso8601: "2026-11-24T23:30:00-05:30")?.iso8601 == "2026-11-24T23:30:00-05:30")
         #expect(LocalTime(iso8601: "tomorrow") == nil && LocalTime(iso8601: "2026-11-24T25:00:00Z") == nil)
+        // fuzz/csv's second finding: a signed run of digits read as an hour below 24 that
+        // overflowed (a trap in `history import`); each field is one or two digits.
+        for text in ["2026-06-30T-0000000307658858874594019:59:60+14:00", "2026-06-30T-3:00:00Z", "2026-06-30T+5:00:00Z",
+                     "2026-06-30T05:-1:00Z", "2026-06-30T05:00:-1Z", "2026-06-30T05:00:00+-5:00", "2026-06-30T005:00:00Z"] {
+            #expect(LocalTime(iso8601: text) == nil, "\(text)")
+        }
+        #expect(LocalTime(iso8601: "2026-06-30T5:07Z")?.iso8601 == "2026-06-30T05:07:00+00:00")
+        let hostile = "id,kind,name,teacher,preset,meditation_id,start,planned_seconds,heard_seconds,end_reason,scheduled\r\n"
+            + "2a2b3c4d-0000-4000-8000-000000000001,timer,x,,,,2026-06-30T-0000000307658858874594019:59:60+14:00,0,0,replaced,true\r\n"
+        #expect(throws: PracticeExport.ImportError.self) { try PracticeExport.read(hostile) }
     }
 
     @Test("stats: today, the week from Monday, month, year; a sit across midnight counts for its first day")

@@ -135,18 +135,25 @@ public struct LocalTime: Sendable, Equatable, Codable {
             rest.removeLast()
         } else if let signIndex = rest.lastIndex(where: { $0 == "+" || $0 == "-" }) {
             let zone = rest[rest.index(after: signIndex)...].split(separator: ":")
-            guard zone.count == 2, let h = Int(zone[0]), let m = Int(zone[1]), h <= 14, m < 60 else { return nil }
+            guard zone.count == 2, let h = Self.field(zone[0]), let m = Self.field(zone[1]), h <= 14, m < 60 else { return nil }
             offset = (h * 3600 + m * 60) * (rest[signIndex] == "-" ? -1 : 1)
             rest = String(rest[..<signIndex])
         } else {
             return nil
         }
         let clock = rest.split(separator: ":")
-        guard clock.count == 2 || clock.count == 3, let h = Int(clock[0]), let m = Int(clock[1]), h < 24, m < 60 else { return nil }
-        let s = clock.count == 3 ? Int(clock[2]) : 0
+        guard clock.count == 2 || clock.count == 3, let h = Self.field(clock[0]), let m = Self.field(clock[1]), h < 24, m < 60 else { return nil }
+        let s = clock.count == 3 ? Self.field(clock[2]) : 0
         guard let s, s < 61 else { return nil }
         let local = Int64(date.daysSinceEpoch) * 86_400 + Int64(h * 3600 + m * 60 + s)
         self.init(unix: local - Int64(offset), utcOffset: offset)
+    }
+
+    /// A field of a time: one or two ASCII digits (no sign, no run of zeros: Int("-000…3")
+    /// read an hour of -3×10¹⁷ that passed `< 24` and overflowed; found by fuzz/csv).
+    private static func field(_ text: Substring) -> Int? {
+        guard (1...2).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(text)
     }
 }
 
