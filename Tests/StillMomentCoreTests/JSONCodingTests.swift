@@ -50,6 +50,19 @@ private struct Probe: Codable, Equatable {
         }
     }
 
+    @Test func aRefusalIsOneLineWhateverTheInputHolds() {
+        // fuzz/json's finding: an enum's raw value with a line break was quoted into the
+        // refusal; a key with one as well.
+        for line in [#"{"name":"n","count":1,"mode":"a\nb","tags":[]}"#, #"{"name":"n","count":1,"mode":"a","tags":[],"x\ny":1}"#] {
+            do {
+                _ = try JSON.decode(Probe.self, from: line.utf8, strict: true)
+                Issue.record("accepted: \(line)")
+            } catch {
+                #expect(!error.description.contains("\n") && !error.description.contains("\r"), "\(error.description.debugDescription)")
+            }
+        }
+    }
+
     @Test func aNumberMustFitItsTypeExactly() throws {
         for bad in ["1e300", "1.5", "9223372036854775808", "-1e19"] {
             let line = #"{"name":"n","count":\#(bad),"mode":"a","tags":[]}"#

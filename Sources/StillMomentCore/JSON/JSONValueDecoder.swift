@@ -43,7 +43,11 @@ public enum JSONValueDecoder {
         public let reason: Reason
 
         public var where_: String { path.joined(separator: ".") }
-        public var description: String {
+        /// One line, whatever the input's keys and values hold (a value's own refusal may
+        /// quote it: an enum's raw value "g\ng" made a refusal of two lines; fuzz/json).
+        public var description: String { Display.clean(text) }
+
+        private var text: String {
             switch reason {
             case .unknownKey(let k, let known): return "unknown key '\(k)'" + (path.isEmpty ? "" : " in \(where_)") + "; known: \(known.joined(separator: ", "))"
             case .missing: return "\(where_) is missing"
