@@ -56,6 +56,9 @@ final class ButtonWatcher {
 
     /// Watches these buttons from now on (the ones before are closed).
     func load(_ buttons: [Button]) {
+        // What was said of a button is kept when it is loaded again unchanged (the CLI asks
+        // the daemon to read them again after each change): a problem is said once.
+        let said = Dictionary(watched.map { ("\($0.button.id) \($0.button.device.path)", $0.problem) }, uniquingKeysWith: { a, _ in a })
         closeAll()
         watched = buttons.compactMap { button in
             var actions: [Gesture.Kind: ButtonAction] = [:]
@@ -66,7 +69,10 @@ final class ButtonWatcher {
                     log.error("button \(button.id): its \(kind.rawValue) action '\(Display.clean(text))' is refused: \(error.description)")
                 }
             }
-            return actions.isEmpty ? nil : Watched(button, actions)
+            guard !actions.isEmpty else { return nil }
+            let w = Watched(button, actions)
+            w.problem = said["\(button.id) \(button.device.path)"] ?? nil
+            return w
         }
         openMissing()
     }
