@@ -151,8 +151,11 @@ public enum PracticeExport {
             let shown = Display.clean(String(scheduled.prefix(40)))
             throw fail("scheduled '\(shown)' is not true or false", "scheduled '\(shown)' ist nicht true oder false")
         }
-        return PracticeEntry(id: id, kind: kind, name: name, meditationID: field("meditationId"), teacher: field("teacher"),
-                             preset: field("preset"), start: start, plannedMilliseconds: try ms("plannedSeconds"),
+        // An empty text is no value, whichever format it came in (a CSV cell cannot tell ""
+        // from none, so a JSON "" read as a value did not survive an export to CSV: fuzz/json).
+        func optional(_ key: String) -> String? { field(key).flatMap { $0.isEmpty ? nil : $0 } }
+        return PracticeEntry(id: id, kind: kind, name: name, meditationID: optional("meditationId"), teacher: optional("teacher"),
+                             preset: optional("preset"), start: start, plannedMilliseconds: try ms("plannedSeconds"),
                              heardMilliseconds: try ms("heardSeconds"), endReason: reason, scheduled: scheduled == "true")
     }
 
