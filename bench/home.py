@@ -41,6 +41,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "Tests", "cli"))
 os.environ.setdefault("BIN", os.path.join(here, "..", ".build", "release", "stillmoment"))
 import smtest  # noqa: E402
+from smtest import report  # noqa: E402
 from mqttharness import Broker, Publisher, mosquitto_missing  # noqa: E402
 
 NODE = "bench"
@@ -52,15 +53,6 @@ ACTION = "timer 24h --preparation off --device null"
 EV_SYN, EV_KEY, KEY_ENTER = 0, 1, 28
 
 
-def report(name, value, unit, target, ok):
-    """A benchmark line as bench/lib.sh writes them (webharness.report's format; that module
-    needs Selenium, which Debian's python3 that runs this has not)."""
-    out = os.environ.get("BENCH_OUT", "bench-out")
-    os.makedirs(out, exist_ok=True)
-    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
-    print(line, flush=True)
-    with open(os.path.join(out, "results.txt"), "a") as f:
-        f.write(line + "\n")
 
 
 # ------------------------------------------------------------------ /proc

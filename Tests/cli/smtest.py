@@ -472,3 +472,13 @@ def as_user(uid="nobody", gid="nogroup"):
         if not os.stat(d).st_mode & stat.S_IXOTH:
             _skip(f"{d} is not world-executable")
     return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
+
+
+def report(name, value, unit, target, ok):
+    """A benchmark line, as bench/lib.sh writes them: printed and kept in $BENCH_OUT/results.txt."""
+    out = os.environ.get("BENCH_OUT", "bench-out")
+    os.makedirs(out, exist_ok=True)
+    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
+    print(line, flush=True)
+    with open(os.path.join(out, "results.txt"), "a") as f:
+        f.write(line + "\n")

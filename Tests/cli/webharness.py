@@ -16,6 +16,7 @@ import http.client
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BIN = os.path.abspath(os.environ.get("BIN", os.path.join(ROOT, ".build/debug/stillmoment")))
 
+from smtest import report  # noqa: E402,F401  (the bench line's one writer)
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -307,13 +308,3 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def report(name, value, unit, target, ok):
-    """A benchmark line, as bench/lib.sh writes them: printed and kept in $BENCH_OUT/results.txt."""
-    out = os.environ.get("BENCH_OUT", "bench-out")
-    os.makedirs(out, exist_ok=True)
-    line = f"{name}: {value} {unit} (target {target}) {'met' if ok else 'MISSED'}"
-    print(line, flush=True)
-    with open(os.path.join(out, "results.txt"), "a") as f:
-        f.write(line + "\n")
