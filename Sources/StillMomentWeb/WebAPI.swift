@@ -40,7 +40,7 @@ public final class WebAPI {
     }
 
     /// How long /api/status waits for the daemon before it says the daemon is not answering.
-    static let statusPatience = 0.04
+    public static let statusPatience = 0.04
 
     /// A request to the daemon, never waited for on the HTTP thread: a daemon that is slow,
     /// held or restarting delays that answer only, never the pages or another browser.

@@ -24,6 +24,8 @@ public final class WebServer {
         public var headTimeout = 10.0
         public var stallTimeout = 30.0
         public var maxBacklog = 256 * 1024
+        /// How long /api/status waits for the daemon before it says the daemon is not answering.
+        public var statusPatience = WebAPI.statusPatience
         public init(listen: ListenAddress, maxUpload: Int64) {
             self.listen = listen
             self.maxUpload = maxUpload
@@ -445,12 +447,13 @@ public final class WebServer {
             }
         case .daemon(let ask):
             let link = self.link, command = ask.command
-            if ask.command == .status && link.stalled(patience: ask.patience) {
+            let patience = command == .status ? options.statusPatience : ask.patience
+            if command == .status && link.stalled(patience: patience) {
                 // A daemon that has not answered for that long already: said at once.
                 respond(c, Language.speaking(request.language) { WebAPI.late(command, health: link.health) }, now: now)
                 return
             }
-            c.deadline = now + ask.patience
+            c.deadline = now + patience
             c.fallback = { Language.speaking(request.language) { WebAPI.late(command, health: link.health) } }
             let id = c.id, language = request.language
             link.send(ask.request, start: ask.start, timeout: ask.timeout) { [finished = self.finished, wakeWrite = self.wakeWrite] result in
