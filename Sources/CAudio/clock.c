@@ -24,3 +24,18 @@ uint64_t sm_clock_envelope_step(sm_clock_envelope *e, uint64_t read, uint64_t no
     e->ns = now_ns;
     return read;
 }
+
+/* The kernel's view of the real-time clock's discipline (adjtimex, read only): whether a
+ * time daemon (chrony, ntpd) keeps it synchronised, and the error it estimates. */
+#include <errno.h>
+#include <sys/timex.h>
+
+int sm_realtime_clock_state(int *synchronised, long *esterror_us, long *maxerror_us) {
+    struct timex t = { 0 };
+    int state = adjtimex(&t);
+    if (state < 0) return -errno;
+    *synchronised = state != TIME_ERROR && !(t.status & STA_UNSYNC);
+    *esterror_us = t.esterror;
+    *maxerror_us = t.maxerror;
+    return 0;
+}

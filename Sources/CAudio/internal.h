@@ -96,6 +96,10 @@ struct sm_output {
     uint32_t standby_looks; /* the standby's turns since its first (OUT_STANDBY_FIRST) */
     uint32_t handled_seq;
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
+    uint64_t align_begun; /* the aligned start being met (its instant; 0: none) */
+    uint64_t align_frames; /* its silence as first reckoned (a device not in real time) */
+    uint64_t align_written; /* the silence written for it so far */
+    int align_live;       /* the device was seen playing since (its queue taken back once) */
 
     pthread_t thread;
     int thread_started;
@@ -122,6 +126,8 @@ struct sm_output {
     _Atomic uint64_t clock_limit;     /* the extrapolation stops here (end of what was written) */
     _Atomic uint32_t clock_seq;       /* odd while the three are being written (a seqlock) */
     _Atomic uint64_t stop_index;
+    _Atomic uint64_t align_ns;        /* an aligned start asked for (sm_output_align); 0: none */
+    _Atomic uint64_t align_late_ns;   /* how late the last one was */
     _Atomic uint64_t st_frames_written;
     _Atomic uint64_t st_silence_frames;
     _Atomic uint32_t st_silence_events;

@@ -277,6 +277,83 @@ static void wait_while_fed(sm_output *o, long delay, uint32_t want) {
     sm_out_wait_for_data(o, want, ms < 1 ? 1 : ms);
 }
 
+/* The aligned start's instant is met or given up: the ring's frames go now. */
+static void align_done(sm_output *o, uint64_t at, uint64_t late_ns) {
+    uint64_t expected = at;
+    atomic_compare_exchange_strong_explicit(&o->align_ns, &expected, 0, memory_order_acq_rel, memory_order_relaxed);
+    atomic_store_explicit(&o->align_late_ns, late_ns, memory_order_release);
+    o->align_begun = 0;
+    if (late_ns) {
+        /* Missed: played at no volume, so that nothing is heard late (the session ends
+         * as it would have). */
+        o->gain = 0.0f;
+        o->gain_target = 0.0f;
+    }
+}
+
+/* An aligned start (sm_output_align): before the session's first ring frame, silence until
+ * a frame written now is heard at the instant. Returns 1 while it waits (the loop goes
+ * round and takes up requests), 0 when the ring's frames may go. */
+static int align_start(sm_output *o) {
+    const uint64_t at = atomic_load_explicit(&o->align_ns, memory_order_acquire);
+    if (!at) return 0;
+    const uint32_t rate = o->info.rate, period = o->info.period_frames;
+    const sm_dev_state st = dev_state(o);
+    uint64_t now = sm_monotonic_ns();
+    if (o->align_begun != at) {
+        o->align_begun = at;
+        o->align_written = 0;
+        o->align_live = 0;
+        o->align_frames = at > now ? (at - now) / 1000 * rate / 1000000 : 0;
+    }
+    long queued = 0;
+    if (st == SM_DEV_RUNNING) queued = sm_out_queued_now(o, &now);
+    int64_t want;
+    const int live = st == SM_DEV_RUNNING && (queued > 0 || atomic_load_explicit(&o->st_paced, memory_order_relaxed));
+    if (live) {
+        /* A device that plays (it shows a queue): to the frame, from its delay. */
+        int64_t ahead_us = (int64_t)(at - now) / 1000;   /* negative: the instant has passed */
+        want = ahead_us * (int64_t)rate / 1000000 - queued;
+        if (!o->align_live) {
+            /* Once: what is queued past the instant (silence only) is taken back, exactly
+             * that much where the device lets it, so the next frame falls on the instant. */
+            o->align_live = 1;
+            if (want < 0 && sm_out_take_back_silence_upto(o, (long)-want) > 0) {
+                queued = sm_out_queued_now(o, &now);
+                ahead_us = (int64_t)(at - now) / 1000;
+                want = ahead_us * (int64_t)rate / 1000000 - queued;
+            }
+        }
+    } else {
+        /* Not started yet, or never in real time (null, file): silence a period at a time
+         * (a device that starts then goes on above), up to the time from the first look
+         * to the instant. */
+        if (at <= now && o->align_written == 0) want = -(int64_t)((now - at) / 1000 * rate / 1000000);
+        else want = (int64_t)o->align_frames - (int64_t)o->align_written;
+        if (want > (int64_t)period) want = period;
+        if (want > 0) {
+            if (sm_out_play_silence(o, (uint32_t)want, 0) < 0) return 0;
+            o->align_written += (uint64_t)want;
+            if (o->align_written < o->align_frames) return 1;
+            align_done(o, at, 0);
+            return 0;
+        }
+    }
+    if (want <= 0) {
+        uint64_t late = (uint64_t)(-want) * 1000000000ull / rate;
+        align_done(o, at, late > 1000000ull ? late : 0);
+        return 0;
+    }
+    long room = dev_avail(o) - (long)o->dev->info.headroom_frames;
+    uint64_t n = room >= want ? (uint64_t)want : (room >= (long)period ? (uint64_t)(room - room % period) : 0);
+    if (n && sm_out_play_silence(o, (uint32_t)n, 0) < 0) return 0;
+    o->align_written += n;
+    if ((int64_t)n == want) { align_done(o, at, 0); return 0; }
+    /* More than fits: the rest when there is room again. */
+    wait_for_request(o, frames_to_ms(o, period));
+    return 1;
+}
+
 void *sm_output_thread_main(void *arg) {
     sm_output *o = arg;
     set_realtime(o);
@@ -329,6 +406,8 @@ void *sm_output_thread_main(void *arg) {
             sm_out_take_back_silence(o);
             o->state = OUT_PLAYING;
         }
+        /* An aligned start: its silence goes before any of the session's frames. */
+        if (pending > 0 && align_start(o)) continue;
         if (pending >= period + reserve || (draining && pending > 0)) {
             uint32_t n = pending < period ? pending : period;
             /* On a device that converts whole periods (plughw's rate plugin), a write that

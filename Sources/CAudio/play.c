@@ -17,6 +17,7 @@
 #include "play.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +96,18 @@ void sm_out_update_clock(sm_output *o) {
     int playing = inside && out_running(o->state) && st == SM_DEV_RUNNING && paced;
     if (idx > prev || !out_running(o->state))
         sm_out_publish_clock(o, idx, s->ring_start + s->len, playing);
+}
+
+long sm_out_queued_now(sm_output *o, uint64_t *now_ns) {
+    long delay = 0;
+    if (dev_delay(o, &delay) < 0 || delay < 0) delay = 0;
+    uint64_t now = sm_monotonic_ns();
+    *now_ns = now;
+    if ((uint64_t)delay > o->dev_pos) delay = (long)o->dev_pos;
+    if (!o->dev->info.pointer_lags) return delay;
+    uint64_t played = sm_clock_envelope_step(&o->clock_env, o->dev_pos - (uint64_t)delay, now, o->info.rate,
+                                             o->info.period_frames, o->dev_pos);
+    return played < o->dev_pos ? (long)(o->dev_pos - played) : 0;
 }
 
 void sm_out_fail(sm_output *o, int err, const char *what) {
@@ -337,16 +350,20 @@ uint32_t sm_out_start_frames(const sm_output *o) {
  * down to the safety margin of takeable() and the device's silence_keep_frames:
  * what is written next is heard within a few ms. Audio already queued is never touched.
  * (A start from the standby; a seek once the producer has refilled.) */
-void sm_out_take_back_silence(sm_output *o) {
+void sm_out_take_back_silence(sm_output *o) { sm_out_take_back_silence_upto(o, LONG_MAX); }
+
+long sm_out_take_back_silence_upto(sm_output *o, long most) {
     uint64_t audio_end = 0;
     if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
     uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
     long k = takeable(o) - (long)o->dev->info.silence_keep_frames;
-    if (k <= 0) return;                 /* less queued than the device must keep: nothing */
+    if (k <= 0) return 0;               /* less queued than the device must keep: nothing */
     if ((uint64_t)k > silence) k = (long)silence;
-    if (k <= 0) return;
+    if (k > most) k = most;
+    if (k <= 0) return 0;
     long back = dev_rewind(o, (unsigned long)k);
     if (back > 0) o->dev_pos -= (uint64_t)back;
+    return back > 0 ? back : 0;
 }
 
 /* Ramps the output to zero within ~5 ms of what is heard now: takes back queued audio,

@@ -11,6 +11,9 @@
  * `limit`); or maps the device's position heard now through the segments and publishes it. */
 void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);
 void sm_out_update_clock(sm_output *o);
+/* Frames queued before a frame written now is heard, as the clock reads the device (a
+ * card's lagging pointer through its envelope), and the moment read (*now_ns). */
+long sm_out_queued_now(sm_output *o, uint64_t *now_ns);
 /* The device is lost: the error is kept for sm_output_last_error, the output fails. */
 void sm_out_fail(sm_output *o, int err, const char *what);
 
@@ -25,6 +28,8 @@ void sm_out_take_back(sm_output *o);
 /* Takes back the silence queued after the last audio (a start from the standby, a seek's
  * refill), down to the margin. */
 void sm_out_take_back_silence(sm_output *o);
+/* The same, at most `most` frames of it; the frames taken back. */
+long sm_out_take_back_silence_upto(sm_output *o, long most);
 /* Fades out within ~5 ms of what is heard now, then up to `zeros` of silence; sets
  * stop_index. The zeros written, or -1 when the device is lost. */
 int sm_out_ramp_out(sm_output *o, uint32_t zeros);

@@ -93,10 +93,11 @@ void sm_standby_keep(sm_output *o) {
 }
 
 /* Frames came: the stream plays them. The silence queued is taken back (where the device
- * allows) down to a few ms, so the session is heard at once; none of the last session's
- * audio is touched. */
+ * allows) down to a few ms, so the session is heard at once (an aligned start: only what
+ * lies past its instant); none of the last session's audio is touched. */
 void sm_standby_leave(sm_output *o) {
     o->state = OUT_PLAYING;
     o->refill_grace = o->info.rate / 5;
-    sm_out_take_back_silence(o);
+    /* An aligned start takes back only what lies past its instant (output.c). */
+    if (!atomic_load_explicit(&o->align_ns, memory_order_acquire)) sm_out_take_back_silence(o);
 }

@@ -158,11 +158,14 @@ public final class AudioEngine: Sendable {
     }
 
     /// Starts rendering; the session ends at `end` (a timeline frame) or plays until
-    /// `stop` when nil.
-    public func start(end: Int64? = nil) throws(AudioError) {
+    /// `stop` when nil. With `heardAt` (CLOCK_MONOTONIC, ns), its first frame is heard at
+    /// that instant, the device's own delay subtracted (a ring in several rooms): silence
+    /// until then; a start that cannot be met is played at no volume (`missedStart`).
+    public func start(end: Int64? = nil, heardAt instant: UInt64? = nil) throws(AudioError) {
         try thread.withLock { (t: inout pthread_t?) throws(AudioError) in
             guard t == nil else { return }
             core.post(.setEnd(end))
+            if let instant { _ = core.withOutput { sm_output_align($0, instant) } }
             try core.startOutput()
             let box = Unmanaged.passRetained(core).toOpaque()
             var tid = pthread_t()
@@ -253,6 +256,13 @@ public final class AudioEngine: Sendable {
     public var errors: [AudioError] { core.errors.withLock { $0 } }
 
     /// The output thread's counters (kept after the device is closed); nil for a file.
+    /// How late an aligned start (`start(heardAt:)`) was, in seconds: nil when on time (or
+    /// none asked, or not known yet).
+    public var missedStart: Double? {
+        let ns = core.withOutput { sm_output_align_late($0) } ?? core.closedAlignLate.load(ordering: .relaxed)
+        return ns > 0 ? Double(ns) / 1e9 : nil
+    }
+
     public var statistics: OutputStatistics? {
         let report = core.withOutput { output -> (stats: sm_output_stats, error: sm_error) in
             var e = sm_error()

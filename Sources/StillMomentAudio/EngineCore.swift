@@ -79,6 +79,8 @@ final class EngineCore: @unchecked Sendable {
     private let closedPosition = Atomic<Int64>(0)
     /// The output's last statistics and error, kept when the device is closed.
     let closedReport = Mutex<(stats: sm_output_stats, error: sm_error)?>(nil)
+    /// How late the aligned start was (ns), kept when the device is closed.
+    let closedAlignLate = Atomic<UInt64>(0)
 
     /// Runs `body` on the device's output, unless there is none or it was closed.
     func withOutput<T: Sendable>(_ body: (OpaquePointer) -> T) -> T? {
@@ -99,6 +101,7 @@ final class EngineCore: @unchecked Sendable {
             sm_output_last_error(output, &error)
             let report = (stats: sm_output_get_stats(output), error: error)
             closedReport.withLock { $0 = report }
+            closedAlignLate.store(sm_output_align_late(output), ordering: .relaxed)
             open = false
             return true
         }

@@ -153,6 +153,22 @@ uint64_t sm_output_played_index(const sm_output *out);
  * at any moment). */
 uint64_t sm_output_played_index_at(const sm_output *out, uint64_t ns);
 
+/* Whether the real-time clock is kept synchronised (adjtimex's state and STA_UNSYNC) and
+ * the error the kernel was told (µs): 0, or -errno. */
+int sm_realtime_clock_state(int *synchronised, long *esterror_us, long *maxerror_us);
+
+/* An aligned start: the first ring frame the output plays from now on is heard at `ns`
+ * (CLOCK_MONOTONIC), the device's own delay subtracted: silence goes in front of it until
+ * a frame written then is heard at that instant. On a device that plays in real time and
+ * runs (one kept open by the standby), to a frame; on one that has not started, the
+ * silence from now to `ns` (what it needs to start is not known). A start that cannot be
+ * met (the frames came after it, less 1 ms) is played at no volume: nothing late is
+ * heard; sm_output_align_late says by how much it was missed. Call before the session's
+ * frames are written. */
+void sm_output_align(sm_output *out, uint64_t ns);
+/* How late the last aligned start was (ns; 0: on time, or none asked). */
+uint64_t sm_output_align_late(const sm_output *out);
+
 typedef enum sm_request {
     SM_REQ_PAUSE = 1,   /* ramp out (~5 ms), pause the device, flush the ring */
     SM_REQ_RESUME = 2,  /* un-pause; the next frames ramp in */

@@ -1,0 +1,68 @@
+// An aligned start (AudioEngine.start(heardAt:), sm_output_align) on the `file:` device,
+// which does not play in real time: the silence in front of the first frame is the time
+// from the start to the instant, every frame after it comes once and in order, and a start
+// whose instant has passed is played at no volume and says how late it was. (On a device
+// that plays in real time the instant is met from its delay: the rooms' process tests
+// measure it on PulseAudio, in one capture of several nodes.)
+import Foundation
+import Testing
+@_spi(Testing) import StillMomentAudio
+
+@Suite("An aligned start")
+struct AlignedStartTests {
+    func run(lead: Int64) throws -> (samples: [Float], missed: Double?) {
+        let dir = TempDir()
+        let path = dir.file("aligned.wav")
+        let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: "file:FILE=\(path),FORMAT=wav",
+                                                                                         ringFrames: 8192)))
+        engine.add(Voice(id: 1, source: CountingSource(), start: 0))
+        let now = MonotonicClock.nanoseconds()
+        let at = lead >= 0 ? now + UInt64(lead) * 1_000_000 : now - UInt64(-lead) * 1_000_000
+        try engine.start(end: 44100, heardAt: at)
+        _ = engine.waitUntilDone(timeout: 10)
+        let missed = engine.missedStart
+        engine.stop()
+        return (try WAV.read(path, dataIsFloat: true).samples, missed)
+    }
+
+    @Test("200 ms ahead: 200 ms of silence (less what the start took), then every frame once, in order")
+    func ahead() throws {
+        let (samples, missed) = try run(lead: 200)
+        #expect(missed == nil)
+        let first = try #require(stride(from: 1, to: samples.count, by: 2).first { samples[$0] != 0 }) / 2
+        // Reckoned at the output's first look, a few ms after the call at most.
+        #expect(first > 44100 * 150 / 1000 && first <= 44100 * 200 / 1000, "\(first) frames of silence")
+        #expect(samples.count / 2 - first == 44100)
+        for i in 0..<44100 where samples[2 * (first + i)] != Float(Int64(i) % CountingSource.period) * CountingSource.scale {
+            Issue.record("frame \(i) after the silence is not the source's")
+            break
+        }
+    }
+
+    @Test("an instant 50 ms gone: nothing is heard, and the start says it was missed by about that")
+    func late() throws {
+        let (samples, missed) = try run(lead: -50)
+        let late = try #require(missed)
+        #expect(late >= 0.05 && late < 1, "\(late) s")
+        #expect(samples.allSatisfy { $0 == 0 })
+    }
+
+    @Test("the real-time clock and the monotonic one: an instant converted back and forth lands within 100 µs")
+    func clocks() {
+        let real = WallClock.nanoseconds() + 1_000_000_000
+        let mono = WallClock.monotonic(atRealtime: real)
+        let ahead = Int64(mono) - Int64(MonotonicClock.nanoseconds())
+        #expect(abs(ahead - 1_000_000_000) < 2_000_000, "\(ahead) ns")
+        let a = WallClock.monotonic(atRealtime: real), b = WallClock.monotonic(atRealtime: real)
+        #expect(abs(Int64(a) - Int64(b)) < 100_000)
+    }
+
+    @Test("the clock's state is what adjtimex says; a test forces it only through STILLMOMENT_TEST_CLOCK")
+    func clockState() {
+        let c = ClockState.read()
+        #expect(c.synchronised || c.estimatedErrorMicroseconds >= 0)
+        #expect(!ClockState(synchronised: false, estimatedErrorMicroseconds: 0, maximumErrorMicroseconds: 0).fit(boundMilliseconds: 2))
+        #expect(ClockState(synchronised: true, estimatedErrorMicroseconds: 1999, maximumErrorMicroseconds: 0).fit(boundMilliseconds: 2))
+        #expect(!ClockState(synchronised: true, estimatedErrorMicroseconds: 2001, maximumErrorMicroseconds: 0).fit(boundMilliseconds: 2))
+    }
+}
