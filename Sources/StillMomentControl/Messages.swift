@@ -2,6 +2,7 @@
 // shared by the daemon, the clients (CLI, web) and the tests. The wire form is JSON; these
 // types are the one definition of its shape.
 import FoundationEssentials
+import StillMomentAudio
 import StillMomentCore
 
 /// What kind of session plays: the protocol's name for `SessionKind` (the same strings).
@@ -154,6 +155,27 @@ public struct Status: Codable, Sendable, Equatable {
             self.broker = broker
             self.node = node
             self.connected = connected
+        }
+    }
+
+    /// This node's room (nil: none) and its clock (`status`, `rooms`).
+    public var room: String?
+    public var clock: ClockState?
+    /// The nodes the broker knows (the answer to `rooms`; this node among them).
+    public var nodes: [RoomNode]?
+    /// A ring sent to several rooms (the answer to `ring --rooms`).
+    public var rang: Rang?
+    public struct Rang: Codable, Sendable, Equatable {
+        public var id: String
+        public var bell: String
+        /// The instant, ms since 1970.
+        public var at: Int64
+        public var rooms: String
+        public init(id: String, bell: String, at: Int64, rooms: String) {
+            self.id = id
+            self.bell = bell
+            self.at = at
+            self.rooms = rooms
         }
     }
 

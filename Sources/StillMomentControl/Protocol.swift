@@ -93,6 +93,10 @@ public enum ControlCommand: String, Sendable, CaseIterable {
     case reschedule
     /// Runs a scheduled entry now (`{"id": N}`).
     case ringNow = "ring-now"
+    /// A bell here now, or in several rooms at one instant (`{"bell", "strikes", "volume", "rooms"}`).
+    case ring
+    /// The nodes the broker knows: their rooms, clocks and whether they are online.
+    case rooms
 }
 
 /// A decoded message from a client.

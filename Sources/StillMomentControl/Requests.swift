@@ -18,6 +18,10 @@ public enum Request: Sendable, Equatable {
     case ringNow(id: Int64)
     /// Events, and progress once a second unless `progress` is false.
     case subscribe(progress: Bool)
+    /// A bell: here now, or in several rooms at one instant.
+    case ring(RingRequest)
+    /// The nodes the broker knows, with their rooms and clocks.
+    case rooms
 
     public var command: ControlCommand {
         switch self {
@@ -33,13 +37,16 @@ public enum Request: Sendable, Equatable {
         case .play: .play
         case .ringNow: .ringNow
         case .subscribe: .subscribe
+        case .ring: .ring
+        case .rooms: .rooms
         }
     }
 
     /// The arguments as they go on the wire.
     public var args: [String: JSON] {
         switch self {
-        case .status, .pause, .resume, .stop, .finish, .reschedule, .unsubscribe: [:]
+        case .status, .pause, .resume, .stop, .finish, .reschedule, .unsubscribe, .rooms: [:]
+        case .ring(let r): r.args
         case .seek(let r): r.args
         case .timer(let r): r.args
         case .play(let r): r.args
@@ -69,6 +76,8 @@ public enum Request: Sendable, Equatable {
             self = .ringNow(id: try Wire.integer(id, "id", limit: 1e15))
         case .subscribe:
             self = .subscribe(progress: try Wire.decode(SubscribeArguments.self, command, args).progress ?? true)
+        case .ring: self = .ring(try RingRequest(args: args))
+        case .rooms: try Wire.decode(NoArguments.self, command, args); self = .rooms
         }
     }
 }
@@ -313,5 +322,62 @@ public struct SeekRequest: Sendable, Equatable {
         }
         if let at { a["at"] = .number(Double(at)) }
         return a
+    }
+}
+
+/// A bell (`stillmoment ring BELL [--rooms LIST]`): the sound, strikes and volume (the
+/// settings' gong, strikes and volume when not given), and the rooms (nil: here, now).
+public struct RingRequest: Sendable, Equatable {
+    public var bell: String?
+    public var strikes: Int?
+    public var volume: Double?
+    public var rooms: RoomChoice?
+
+    public init(bell: String? = nil, strikes: Int? = nil, volume: Double? = nil, rooms: RoomChoice? = nil) {
+        self.bell = bell
+        self.strikes = strikes
+        self.volume = volume
+        self.rooms = rooms
+    }
+
+    private struct Arguments: Decodable {
+        var bell: String?
+        var strikes: Double?
+        var volume: Double?
+        var rooms: String?
+    }
+
+    var args: [String: JSON] {
+        var a: [String: JSON] = [:]
+        if let bell { a["bell"] = .string(bell) }
+        if let strikes { a["strikes"] = .number(Double(strikes)) }
+        if let volume { a["volume"] = .number(volume) }
+        if let rooms { a["rooms"] = .string(rooms.description) }
+        return a
+    }
+
+    public init(args: [String: JSON]) throws(ProtocolError) {
+        let w = try Wire.decode(Arguments.self, .ring, args)
+        if let b = w.bell, b.isEmpty || b.utf8.count > 64 {
+            throw ProtocolError(.badArguments, both("a bell's name has 1 to 64 characters", "der Name eines Klangs hat 1 bis 64 Zeichen"))
+        }
+        bell = w.bell
+        strikes = try w.strikes.map { n throws(ProtocolError) in
+            guard n.isFinite, n == n.rounded(), (1...9).contains(n) else {
+                throw ProtocolError(.badArguments, both("strikes is from 1 to 9", "strikes liegt zwischen 1 und 9"))
+            }
+            return Int(n)
+        }
+        volume = try w.volume.map { v throws(ProtocolError) in
+            guard v.isFinite, v >= 0, v <= 1 else {
+                throw ProtocolError(.badArguments, both("volume is from 0 to 1", "volume liegt zwischen 0 und 1"))
+            }
+            return v
+        }
+        do throws(CoreError) {
+            rooms = try w.rooms.map { r throws(CoreError) in try RoomChoice(parsing: r) }
+        } catch {
+            throw ProtocolError(.badArguments, error.words)
+        }
     }
 }

@@ -20,6 +20,8 @@ extension SessionService {
         case .play(let play): return try self.play(play)
         case .reschedule: return reschedule()
         case .ringNow(let id): return try ringNow(id)
+        case .ring(let ring): return try self.ring(ring)
+        case .rooms: return roomsStatus()
         }
     }
 }

@@ -58,6 +58,8 @@ public final class SessionService: ScheduleHost {
     private(set) var rereads = 0
     /// The MQTT bridge's link, for the status (set by the bridge; nil while MQTT is off).
     var mqttLink: Status.MQTTLink?
+    /// The rooms' side of the MQTT link, while it runs (Rooms/RoomsLink.swift).
+    var roomsLink: RoomsLink?
 
     /// Where heard sessions are recorded (by their runner).
     let practice: PracticeLog
@@ -380,8 +382,13 @@ public final class SessionService: ScheduleHost {
         return try launchGuided(meditation: m, from: 0, preparation: 0, device: device, preview: false, scheduled: true)
     }
 
-    /// A bell only, when nothing plays.
+    /// A bell only, when nothing plays; with `heardAt` (MonotonicClock ns), its first frame
+    /// is heard at that instant (a ring in several rooms).
     func ringBell(sound id: String, strikes: Int, volume: Double) throws(ProtocolError) -> Int {
+        try ringBell(sound: id, strikes: strikes, volume: volume, heardAt: nil)
+    }
+
+    func ringBell(sound id: String, strikes: Int, volume: Double, heardAt: UInt64?) throws(ProtocolError) -> Int {
         let catalog: SoundCatalog
         let sound: Sound
         let device: DeviceName
@@ -396,7 +403,7 @@ public final class SessionService: ScheduleHost {
         let output = standby.device(device)
         return try launch(.bell) { sid throws(CoreError) in
             let session = try BellSession(sound: sound, strikes: strikes, volume: volume, catalog: catalog,
-                                          output: .device(output))
+                                          output: .device(output), heardAt: heardAt)
             return HostedSession(id: sid, player: .bell(session), runner: try SessionRunner(session))
         }
     }
@@ -529,7 +536,7 @@ public final class SessionService: ScheduleHost {
 
     /// The answer to a start: the status, always with the new session's id (on a device
     /// that never blocks, the session may be over already).
-    private func started(_ id: Int) -> Status {
+    func started(_ id: Int) -> Status {
         var s = status()
         if s.session == nil { s.session = id }
         return s
@@ -601,6 +608,9 @@ public final class SessionService: ScheduleHost {
                 log.info("session \(id) \(reason.name) before it started")
             case .closed(let h, let summary):
                 log.info("session \(h.id) closed (\(summary.reason.name))")
+                if let late = h.engine.missedStart {
+                    log.warning("session \(h.id): its instant was missed by \(Int((late * 1000).rounded())) ms (the device was not ready in time): nothing was heard")
+                }
             case .done:
                 break
             }
@@ -675,6 +685,10 @@ public final class SessionService: ScheduleHost {
     func status() -> Status {
         var o = Status(state: .idle)
         o.mqtt = mqttLink
+        if let room = roomsLink?.room {     // a node in a room: its room and its clock
+            o.room = room.text
+            o.clock = ClockState.read()
+        }
         if let p = suspended {
             o.suspended = .init(id: p.meditation.id, name: p.meditation.name, position: p.position)
         }

@@ -167,6 +167,10 @@ struct StatusCommand: ParsableCommand {
             return
         }
         Console.out(StatusText.summary(typed))
+        if let room = typed.room, let clock = typed.clock {
+            let bound = (try? RoomSettings(try Settings.load()))?.clockBoundMilliseconds ?? 2
+            Console.out(tr("room \(room); clock ", "Raum \(room); Uhr ") + RoomCommand.clockText(clock, bound: bound))
+        }
         if let s = typed.suspended {
             let name = s.name
             let at = TimeText.clock(s.position)

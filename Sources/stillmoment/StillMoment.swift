@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import StillMomentAudio
 import StillMomentControl
+import StillMomentCore
 import StillMomentWeb
 
 @main
@@ -22,7 +23,7 @@ struct StillMoment: ParsableCommand {
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
             StatusCommand.self, PauseCommand.self, ResumeCommand.self, StopCommand.self, FinishCommand.self, SeekCommand.self,
             AttachCommand.self, ScheduleCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self, WebCommand.self,
-            ButtonCommand.self, HooksCommand.self, MQTTCommandLine.self,
+            ButtonCommand.self, HooksCommand.self, MQTTCommandLine.self, RoomCommand.self, RoomsCommand.self, RingCommand.self,
         ]
     )
 
@@ -36,6 +37,7 @@ struct StillMoment: ParsableCommand {
         WebRegistration.register()
         HomeRegistration.register()
         MQTTConfig.register()
+        RoomSettings.register()
         let arguments = Arguments.normalized(Array(CommandLine.arguments.dropFirst()))
         do {
             if let invocation = QuickParse.invocation(arguments) {

@@ -14,6 +14,8 @@ final class MQTTBridge {
     private let log: Logger
     private let version: String
     private var client: MQTTClient?
+    /// The rooms' side of the connection (presence, rings), while the client runs.
+    private var rooms: RoomsLink?
     /// The configuration the client runs with (nil: none runs).
     private var running: MQTTConfig?
     private var topics = MQTTTopics(node: "_")
@@ -71,19 +73,22 @@ final class MQTTBridge {
         looked = true
         seen = id
         let config: MQTTConfig
+        let settings: Settings
         do {
-            config = try MQTTConfig(try Settings.load())
+            settings = try Settings.load()
+            config = try MQTTConfig(settings)
         } catch {
             log.error("MQTT settings: \(error.text(.en))")
             return
         }
         if config.enabled && config.broker == nil { log.warning("MQTT: mqtt-enabled is on but mqtt-broker is empty (stillmoment mqtt enable --broker HOST)") }
         let wanted = config.enabled && config.broker != nil ? config : nil
-        if wanted == running { return }
+        if wanted == running { rooms?.follow(settings); return }
         if let old = running {
             stop(removing: wanted == nil || wanted?.node != old.node)
         }
         if let wanted { start(wanted) }
+        rooms?.follow(settings)
     }
 
     private func start(_ config: MQTTConfig) {
@@ -107,6 +112,9 @@ final class MQTTBridge {
         connected = false
         failing = false
         host.mqttLink = .init(broker: broker.description, node: topics.node, connected: false)
+        let rooms = RoomsLink(host: host, log: log, version: version, node: topics.node)
+        self.rooms = rooms
+        host.roomsLink = rooms
         let settings = try? Settings.load()
         let preset = settings?.value("mqtt-preset") ?? ""
         chosenPreset = preset.isEmpty ? HomeAssistantDiscovery.noPreset : preset
@@ -122,8 +130,11 @@ final class MQTTBridge {
             // QoS 0: straight into the queue before the disconnect (QoS 1 may wait for acks).
             for e in HomeAssistantEntity.all { c.publish(topics.config(e), "", retain: true) }
             c.publish(topics.state, "", retain: true)
+            rooms?.leave()
             log.info("MQTT: the entities were removed from Home Assistant")
         }
+        rooms = nil
+        host.roomsLink = nil
         c.close(availability: topics.availability)
         client = nil
         running = nil
@@ -151,6 +162,7 @@ final class MQTTBridge {
                 c.subscribe(topics.commands)
                 c.subscribe(MQTTTopics.homeAssistantStatus)
                 announce()
+                rooms?.connected(c)
             case .disconnected(let code):
                 if connected {
                     log.warning("MQTT: connection lost (\(MQTTClient.strerror(code))); reconnecting")
@@ -160,6 +172,7 @@ final class MQTTBridge {
                 failing = !connected
                 connected = false
                 host.mqttLink?.connected = false
+                rooms?.disconnected()
             case .dropped(let topic):
                 log.warning("MQTT: a message on \(Display.clean(String(topic.prefix(120)))) was ignored: too long")
             case .message(let topic, let payload):
@@ -169,6 +182,7 @@ final class MQTTBridge {
     }
 
     private func receive(topic: String, payload: [UInt8]) {
+        if rooms?.receive(topic: topic, payload: payload) == true { return }
         if topic == MQTTTopics.homeAssistantStatus {
             if payload == Array("online".utf8) {
                 log.info("MQTT: Home Assistant came online: announcing the node again")
@@ -295,6 +309,7 @@ final class MQTTBridge {
             todayDue = nil     // read again on the next connection's announce
             return
         }
+        rooms?.tick(now: MonotonicClock.seconds())
         var changed = false
         for event in events {
             switch event {

@@ -1,18 +1,22 @@
 /// A bell only (a scheduled mindfulness bell): a sound struck `strikes` times, 4 s apart,
-/// at a volume, ending when the last strike has rung out. Not practice: not logged.
+/// at a volume, ending when the last strike has rung out. Not practice: not logged. A ring
+/// in several rooms starts at an instant (`heardAt`), the device's delay subtracted.
 import StillMomentAudio
 
 public final class BellSession: Session {
     public let engine: AudioEngine
     public let sound: Sound
     public let total: Int64
+    /// When its first frame is to be heard (MonotonicClock ns; nil: as soon as it can).
+    public let heardAt: UInt64?
 
     public init(sound: Sound, strikes: Int, volume: Double, catalog: SoundCatalog, output: SessionOutput,
-                sampleRate: Int = 44100) throws(CoreError) {
+                sampleRate: Int = 44100, heardAt: UInt64? = nil) throws(CoreError) {
         guard (1...9).contains(strikes) else { throw CoreError.badValue(option: "--strikes", reason: both("\(strikes) is not from 1 to 9", "\(strikes) liegt nicht zwischen 1 und 9")) }
         guard volume >= 0, volume <= 1 else { throw CoreError.badValue(option: "--volume", reason: both("\(volume) is not from 0 to 1", "\(volume) liegt nicht zwischen 0 und 1")) }
         guard let path = catalog.path(of: sound) else { throw CoreError.damaged(both("the sound \(sound.id) has no file", "der Klang \(sound.id) hat keine Datei")) }
         self.sound = sound
+        self.heardAt = heardAt
         let engine = try output.makeEngine(sampleRate: sampleRate)
         self.engine = engine
         let rate = engine.sampleRate
@@ -32,7 +36,7 @@ public final class BellSession: Session {
     public var kind: SessionKind { .bell }
     public var summary: String { "bell \(sound.id)" }
     public func start() throws(CoreError) {
-        do { try engine.start(end: total) } catch { throw CoreError.audio(error) }
+        do { try engine.start(end: total, heardAt: heardAt) } catch { throw CoreError.audio(error) }
     }
     public func pause() { engine.pause() }
     public func resume() { engine.resume() }

@@ -1,0 +1,108 @@
+"""Several rooms on one machine for the tests and the benchmark: a private PulseAudio whose
+one null sink `rooms` has a channel per room (aux0, aux1, …), each room a remap sink onto its
+channel, so that one capture of the sink's monitor hears every node at once; daemons in
+private homes, each playing to its room's sink and on one mosquitto; onsets found per
+channel in the capture."""
+import array
+import os
+import socket
+import subprocess
+import time
+
+import smtest
+
+RATE = 48000
+
+
+class RoomsPulse:
+    """A PulseAudio with the null sink `rooms` (a channel per room) and a remap sink per room."""
+
+    def __init__(self, folder, rooms):
+        self.folder = str(folder)
+        self.rooms = list(rooms)
+        self.proc = None
+
+    def start(self):
+        pa = self.folder
+        os.makedirs(pa + "/run", mode=0o700, exist_ok=True)
+        os.makedirs(pa + "/home", mode=0o700, exist_ok=True)
+        self.sock = pa + "/pulse.sock"
+        n = len(self.rooms)
+        aux = ",".join(f"aux{k}" for k in range(n))
+        args = ["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
+                "-L", f"module-null-sink sink_name=rooms channels={n} channel_map={aux} rate={RATE}",
+                "-L", f"module-native-protocol-unix socket={self.sock} auth-anonymous=1"]
+        for k, room in enumerate(self.rooms):
+            args += ["-L", f"module-remap-sink sink_name={room} master=rooms channels=1 channel_map=mono "
+                           f"master_channel_map=aux{k} remix=no"]
+        self.proc = subprocess.Popen(args, env=dict(os.environ, HOME=pa + "/home", XDG_RUNTIME_DIR=pa + "/run"),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(self.sock)
+                s.close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("PulseAudio did not start within 5 s")
+
+    @property
+    def env(self):
+        return {"PULSE_SERVER": f"unix:{self.sock}"}
+
+    def record(self, home, path):
+        """parec of the monitor (every room's channel) into `path`, tracked by `home`."""
+        out = open(path, "wb")
+        p = home.track(subprocess.Popen(
+            ["parec", "-d", "rooms.monitor", "--raw", "--format=s16le", f"--rate={RATE}",
+             f"--channels={len(self.rooms)}", "--channel-map=" + ",".join(f"aux{k}" for k in range(len(self.rooms))),
+             "--latency-msec=20"],
+            env=dict(os.environ, **self.env), stdout=out, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
+        out.close()
+        return p
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            smtest.stop_pid(self.proc.pid)
+            self.proc.wait()
+
+
+def channels(path, n):
+    """The capture as n lists of samples."""
+    a = array.array("h")
+    with open(path, "rb") as f:
+        data = f.read()
+    a.frombytes(data[: len(data) // (2 * n) * 2 * n])
+    return [a[k::n] for k in range(n)]
+
+
+def onsets(samples, threshold=2000, quiet=400, since=0):
+    """The frames where a sound starts (over `threshold` after at least 50 ms under `quiet`)."""
+    out = []
+    calm = 0
+    need = RATE // 20
+    for i in range(since, len(samples)):
+        v = abs(samples[i])
+        if v > threshold and calm >= need:
+            out.append(i)
+            calm = 0
+        elif v < quiet:
+            calm += 1
+        else:
+            calm = 0
+    return out
+
+
+def first_onset(samples, since=0, threshold=2000):
+    """The first frame over `threshold` at or after `since` (None: silent)."""
+    for i in range(since, len(samples)):
+        if abs(samples[i]) > threshold:
+            return i
+    return None
+
+
+def stop_recording(p):
+    if p.poll() is None:
+        smtest.stop_pid(p.pid)
+    p.wait()

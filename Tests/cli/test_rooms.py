@@ -1,0 +1,199 @@
+"""Rooms: three daemons, each in its own home and playing to its own room (a PulseAudio remap
+sink onto one channel of a shared null sink), all on one private mosquitto. One capture of
+that sink hears every room at once, so the skew between rooms is measured between its
+channels: `ring --rooms all` from one node starts the gong in every room within 2 ms; a ring
+for one room is heard there only; a ring whose instant has passed is not played late; a
+node whose clock is not synchronised is left out and says why; `rooms` lists the nodes
+with their room, state and clock. (Several nodes share this machine's one clock: each
+node's clock state is simulated with STILLMOMENT_TEST_CLOCK; what adjtimex says is read
+in the unit tests.)"""
+import json
+import os
+import time
+
+import pytest
+
+import smtest
+from mqttharness import Broker, mosquitto_missing
+from roomsharness import RATE, RoomsPulse, channels, first_onset, stop_recording
+
+ROOMS = ["hall", "garden", "dining"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    why = mosquitto_missing() or smtest.pulse_missing()
+    if why:
+        pytest.fail(why)
+    broker = Broker(tmp_path_factory.mktemp("mq")).start()
+    pulse = RoomsPulse(tmp_path_factory.mktemp("pa"), ROOMS).start()
+    yield broker, pulse
+    pulse.stop()
+    broker.stop()
+
+
+def log(h):
+    with open(h.dir + "/daemon.log", errors="replace") as f:
+        return f.read()
+
+
+def node(new_home, broker, pulse, room, clock="synchronised"):
+    h = new_home(idle_exit="120", STILLMOMENT_TEST_CLOCK=clock, **pulse.env)
+    for args in (("settings", "set", "device", f"pulse:{room}"), ("settings", "set", "output-standby", "keep-open"),
+                 ("room", "set", room)):
+        r = h.run(*args)
+        assert r.rc == 0, r
+    h.daemon = h.start_daemon()
+    r = h.run("mqtt", "enable", "--broker", broker.address, "--node", f"pi-{room}")
+    assert r.rc == 0, r
+    h.room = room
+    return h
+
+
+@pytest.fixture(scope="module")
+def nodes(site, binary, tmp_path_factory):
+    broker, pulse = site
+    made = []
+
+    def new_home(**kw):
+        h = smtest.Home(tmp_path_factory.mktemp("sm"), **kw)
+        made.append(h)
+        return h
+    hs = [node(new_home, broker, pulse, room) for room in ROOMS]
+    ok = smtest.wait_for(lambda: all(len((h.json("rooms", "--json") or [])) == len(ROOMS) for h in hs), 15, 0.2)
+    assert ok, [log(h) for h in hs]
+    yield hs
+    for h in made:
+        h.close()
+
+
+def quiet(nodes):
+    """Every node idle (the last ring's gong stopped), so that a capture starts in silence."""
+    for h in nodes:
+        h.run("stop")
+    for h in nodes:
+        assert h.wait_idle(10).get("state") == "idle"
+
+
+def captured_frames(path):
+    try:
+        return os.path.getsize(path) // (2 * len(ROOMS))
+    except OSError:
+        return 0
+
+
+def ring_and_capture(nodes, pulse, args, seconds=2.5, expect=None):
+    """Rings from the first node with `args` while the shared sink is captured; the capture
+    as one list of samples per room, and the ring's answer. The monitor delivers late (by
+    up to the null sink's latency, 2 s until its streams ask for less): the capture runs
+    until `seconds` of it came after the ring, more while the rooms in `expect` are not
+    all heard yet (10 s at most)."""
+    quiet(nodes)
+    path = os.path.join(nodes[0].dir, f"cap-{time.monotonic_ns()}.raw")
+    rec = pulse.record(nodes[0], path)
+    assert smtest.wait_for(lambda: captured_frames(path) > RATE // 2, 10, 0.05), "the capture does not run"
+    r = nodes[0].run("ring", "temple-bell", *args)
+    assert r.rc == 0, r
+    since = captured_frames(path)
+
+    def enough():
+        if captured_frames(path) < since + int(seconds * RATE):
+            return False
+        if not expect:
+            return True
+        chans = channels(path, len(ROOMS))
+        return all(first_onset(chans[ROOMS.index(room)]) is not None for room in expect)
+    smtest.wait_for(enough, 10, 0.1)
+    stop_recording(rec)
+    return channels(path, len(ROOMS)), r
+
+
+def test_rooms_lists_every_node_with_room_state_and_clock(nodes):
+    listed = nodes[0].json("rooms", "--json")
+    assert sorted(n["node"] for n in listed) == sorted(f"pi-{r}" for r in ROOMS)
+    for n in listed:
+        assert n["room"] == n["node"][3:] and n["online"] is True
+        assert n["clock"]["synchronised"] is True
+    text = nodes[1].run("rooms").out.splitlines()
+    assert len(text) == 3 and all("online" in line and "synchronised" in line for line in text), text
+    st = nodes[2].status()
+    assert st["room"] == "dining" and st["clock"]["synchronised"] is True
+    assert "room dining; clock synchronised" in nodes[2].run("status").out
+
+
+def test_a_ring_for_all_rooms_starts_in_every_room_within_2_ms(nodes, site):
+    _, pulse = site
+    chans, r = ring_and_capture(nodes, pulse, ["--rooms", "all"], expect=ROOMS)
+    assert "ringing temple-bell in all at" in r.out, r
+    starts = [first_onset(c) for c in chans]
+    assert all(s is not None for s in starts), (starts, [max(map(abs, c), default=0) for c in chans], len(chans[0]),
+                                                [log(h)[-1500:] for h in nodes])
+    skew_ms = (max(starts) - min(starts)) * 1000 / RATE
+    smtest.report("rooms: skew between 3 rooms for one ring (PulseAudio, one machine)", f"{skew_ms:.3f}", "ms", "<= 2", skew_ms <= 2)
+    assert skew_ms <= 2, starts
+    for h in nodes:
+        assert "rooms: ring" in log(h) and "missed" not in log(h)
+
+
+def test_a_ring_for_one_room_is_heard_there_only(nodes, site):
+    _, pulse = site
+    chans, _ = ring_and_capture(nodes, pulse, ["--rooms", "garden"], seconds=3, expect=["garden"])
+    heard = [first_onset(c) is not None for c in chans]
+    assert heard == [False, True, False], heard
+
+
+def test_a_ring_whose_instant_has_passed_is_not_played_late(nodes, site):
+    broker, pulse = site
+    quiet(nodes)
+    path = os.path.join(nodes[0].dir, "late.raw")
+    rec = pulse.record(nodes[0], path)
+    assert smtest.wait_for(lambda: captured_frames(path) > RATE // 2, 10, 0.05), "the capture does not run"
+    since = captured_frames(path)
+    late = {"v": 1, "id": "late-1", "from": "test", "bell": "temple-bell", "strikes": 1, "volume": 1,
+            "at": int(time.time() * 1000) - 2000, "rooms": "all"}
+    broker.publish("stillmoment-site/home/ring", json.dumps(late))
+    far = dict(late, id="far-1", at=int(time.time() * 1000) + 120_000)
+    broker.publish("stillmoment-site/home/ring", json.dumps(far))
+    broker.publish("stillmoment-site/home/ring", '{"v":1,"bell":"../../x"}')
+    smtest.wait_for(lambda: captured_frames(path) >= since + 3 * RATE, 10, 0.1)
+    stop_recording(rec)
+    assert all(first_onset(c) is None for c in channels(path, len(ROOMS)))
+    for h in nodes:
+        text = log(h)
+        assert "ring late-1 from test came" in text and "after its instant: not played" in text
+        assert "ring far-1 from test is" in text and "refused" in text
+        assert "rooms: ignored a ring" in text
+    assert all(h.daemon.poll() is None for h in nodes)
+
+
+def test_a_node_whose_clock_is_not_synchronised_is_left_out_and_says_why(nodes, site):
+    _, pulse = site
+    dining = nodes[2]
+    smtest.stop_pid(dining.daemon.pid)
+    dining.daemon.wait()
+    dining.env["STILLMOMENT_TEST_CLOCK"] = "unsynchronised"
+    try:
+        dining.daemon = dining.start_daemon()
+        assert smtest.wait_for(lambda: any(n["node"] == "pi-dining" and n["online"] and not n["clock"]["synchronised"]
+                                           for n in (nodes[0].json("rooms", "--json") or [])), 10, 0.2)
+        assert "not synchronised" in nodes[0].run("rooms").out
+        chans, _ = ring_and_capture(nodes, pulse, ["--rooms", "all"], seconds=3, expect=["hall", "garden"])
+        heard = [first_onset(c) is not None for c in chans]
+        assert heard == [True, True, False], heard
+        assert "this node's clock is not synchronised: left out" in log(dining)
+    finally:
+        smtest.stop_pid(dining.daemon.pid)
+        dining.daemon.wait()
+        dining.env["STILLMOMENT_TEST_CLOCK"] = "synchronised"
+        dining.daemon = dining.start_daemon()
+
+
+def test_bad_room_input_is_one_line_and_changes_nothing(nodes):
+    h = nodes[0]
+    for args in (("room", "set", "a/b"), ("room", "set", "all"), ("ring", "temple-bell", "--rooms", "hall,#"),
+                 ("ring", "no-such-bell", "--rooms", "all"), ("room", "set", "hall", "--offset", "1e300")):
+        r = h.run(*args)
+        assert r.rc != 0 and len(r.err_lines) == 1, (args, r)
+    assert h.run("room").out.splitlines()[0] == "room: hall"
+    r = h.run("room", "set", "x y", lang="de_DE.UTF-8")
+    assert r.rc != 0 and "Raumname" in r.err, r
