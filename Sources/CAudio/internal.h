@@ -100,6 +100,8 @@ struct sm_output {
     uint64_t align_frames; /* its silence as first reckoned (a device not in real time) */
     uint64_t align_written; /* the silence written for it so far */
     int align_live;       /* the device was seen playing since (its queue taken back once) */
+    int align_standby;    /* it was playing already when the start was asked (the standby's) */
+    uint64_t align_live_ns; /* when it was first seen playing */
 
     pthread_t thread;
     int thread_started;

@@ -277,6 +277,9 @@ static void wait_while_fed(sm_output *o, long delay, uint32_t want) {
     sm_out_wait_for_data(o, want, ms < 1 ? 1 : ms);
 }
 
+/* How long a device opened for an aligned start plays before its delay is believed. */
+#define ALIGN_SETTLE_NS 150000000ull
+
 /* The aligned start's instant is met or given up: the ring's frames go now. */
 static void align_done(sm_output *o, uint64_t at, uint64_t late_ns) {
     uint64_t expected = at;
@@ -304,6 +307,8 @@ static int align_start(sm_output *o) {
         o->align_begun = at;
         o->align_written = 0;
         o->align_live = 0;
+        /* A device the standby kept running: its delay is settled already. */
+        o->align_standby = atomic_load_explicit(&o->st_paced, memory_order_relaxed) && st == SM_DEV_RUNNING;
         o->align_frames = at > now ? (at - now) / 1000 * rate / 1000000 : 0;
     }
     long queued = 0;
@@ -318,6 +323,7 @@ static int align_start(sm_output *o) {
             /* Once: what is queued past the instant (silence only) is taken back, exactly
              * that much where the device lets it, so the next frame falls on the instant. */
             o->align_live = 1;
+            o->align_live_ns = now;
             if (want < 0 && sm_out_take_back_silence_upto(o, (long)-want) > 0) {
                 queued = sm_out_queued_now(o, &now);
                 ahead_us = (int64_t)(at - now) / 1000;
@@ -327,7 +333,9 @@ static int align_start(sm_output *o) {
     } else {
         /* Not started yet, or never in real time (null, file): silence a period at a time
          * (a device that starts then goes on above), up to the time from the first look
-         * to the instant. */
+         * to the instant. A device opened for the ring that starts only once its start
+         * threshold is queued (a sound server's prebuffer) is met only that well: keep it
+         * open (output-standby keep-open) for the frame. */
         if (at <= now && o->align_written == 0) want = -(int64_t)((now - at) / 1000 * rate / 1000000);
         else want = (int64_t)o->align_frames - (int64_t)o->align_written;
         if (want > (int64_t)period) want = period;
@@ -338,6 +346,15 @@ static int align_start(sm_output *o) {
             align_done(o, at, 0);
             return 0;
         }
+    }
+    if (live && want > (int64_t)period && now - o->align_live_ns < ALIGN_SETTLE_NS && !o->align_standby) {
+        /* A device that has just started (opened for this ring): its delay is not to be
+         * trusted yet (a sound server's timing comes every 100 ms or so, a card's pointer
+         * may still be in its first period). It is kept fed, a period at a time, and the
+         * last of the silence reckoned once it has played for a while. */
+        if (queued < 2 * (long)period && sm_out_play_silence(o, period, 0) < 0) return 0;
+        wait_for_request(o, frames_to_ms(o, period / 2));
+        return 1;
     }
     if (want <= 0) {
         uint64_t late = (uint64_t)(-want) * 1000000000ull / rate;
