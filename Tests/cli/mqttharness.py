@@ -41,12 +41,16 @@ class Broker:
     """mosquitto on 127.0.0.1:port, in `folder`; `users` {name: password} turns
     anonymous access off."""
 
-    def __init__(self, folder, users=None, port=None, tls=False):
+    def __init__(self, folder, users=None, port=None, tls=False, netns=None):
         self.folder = str(folder)
         self.port = port or free_port()
         self.users = users
         self.proc = None
         self.ca = self._certificates() if tls else None
+        # In a network namespace of its own (roomsharness.Site): listening on every address
+        # there, its tools run there too.
+        self.netns = netns
+        self.prefix = ["ip", "netns", "exec", netns] if netns else []
 
     def _certificates(self):
         """A CA and the broker's certificate for 127.0.0.1 (openssl); the CA's path."""
@@ -65,7 +69,7 @@ class Broker:
     def start(self):
         conf = os.path.join(self.folder, "mosquitto.conf")
         # As root, mosquitto would drop to the user `mosquitto`, who cannot read our folder.
-        lines = [f"listener {self.port} 127.0.0.1", "persistence false", f"user {pwd.getpwuid(os.getuid()).pw_name}"]
+        lines = [f"listener {self.port} {'0.0.0.0' if self.netns else '127.0.0.1'}", "persistence false", f"user {pwd.getpwuid(os.getuid()).pw_name}"]
         if self.ca:
             lines += [f"cafile {self.ca}", f"certfile {self.folder}/broker.pem", f"keyfile {self.folder}/broker.key"]
         if self.users:
@@ -79,12 +83,15 @@ class Broker:
         with open(conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         log = open(os.path.join(self.folder, "mosquitto.log"), "ab")
-        self.proc = subprocess.Popen([tool("mosquitto"), "-c", conf], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([*self.prefix, tool("mosquitto"), "-c", conf], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
         assert smtest.wait_for(self._listening, 10), "mosquitto did not start"
         return self
 
     def _listening(self):
+        if self.netns:
+            return subprocess.run([*self.prefix, "bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{self.port}"],
+                                  capture_output=True).returncode == 0
         try:
             socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
             return True
@@ -110,14 +117,14 @@ class Broker:
         return out + ["-u", name, "-P", password]
 
     def publish(self, topic, payload, retain=False):
-        args = [tool("mosquitto_pub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(), "-t", topic]
+        args = [*self.prefix, tool("mosquitto_pub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(), "-t", topic]
         args += ["-n"] if payload == "" else ["-m", payload]
         if retain:
             args.append("-r")
         subprocess.run(args, check=True, timeout=10)
 
     def publish_file(self, topic, path):
-        subprocess.run([tool("mosquitto_pub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(),
+        subprocess.run([*self.prefix, tool("mosquitto_pub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(),
                         "-t", topic, "-f", path], check=True, timeout=10)
 
     def retained(self, pattern, seconds=1):
@@ -125,7 +132,7 @@ class Broker:
         message is no message: the broker deletes it). A single topic returns with its
         message; a pattern waits `seconds` (whole seconds: mosquitto_sub's -W)."""
         single = "#" not in pattern and "+" not in pattern
-        p = subprocess.run([tool("mosquitto_sub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(), "-t", pattern,
+        p = subprocess.run([*self.prefix, tool("mosquitto_sub"), "-h", "127.0.0.1", "-p", str(self.port), *self.auth(), "-t", pattern,
                             "--retained-only", "-W", str(max(1, int(seconds))), "-F", "%t\t%p", *(["-C", "1"] if single else [])],
                            capture_output=True, timeout=seconds + 10)
         out = {}

@@ -106,3 +106,63 @@ def stop_recording(p):
     if p.poll() is None:
         smtest.stop_pid(p.pid)
     p.wait()
+
+
+class Site:
+    """Network namespaces for several nodes on one machine: the broker's, and one per node,
+    each node on its own veth link to the broker's (10.77.K.2 ↔ 10.77.K.1/24): the nodes
+    reach each other only through the broker, as machines on a LAN would, and a node's
+    link can be cut and healed. Needs root (ip netns); everything is deleted by `down`."""
+
+    def __init__(self, nodes):
+        self.tag = f"{os.getpid() % 100000}"
+        self.broker = f"smb{self.tag}"
+        self.nodes = [f"smn{k}x{self.tag}" for k in range(nodes)]
+
+    @staticmethod
+    def available():
+        """None when network namespaces can be made here, else why not."""
+        if os.geteuid() != 0:
+            return "network namespaces need root"
+        probe = f"smprobe{os.getpid()}"
+        r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+        if r.returncode != 0:
+            return f"ip netns add: {r.stderr.strip()}"
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+        return None
+
+    def _ip(self, *args):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    def up(self):
+        self._ip("netns", "add", self.broker)
+        self._ip("-n", self.broker, "link", "set", "lo", "up")
+        for k, ns in enumerate(self.nodes):
+            self._ip("netns", "add", ns)
+            self._ip("-n", ns, "link", "set", "lo", "up")
+            a, b = f"smv{k}a{self.tag}", f"smv{k}b{self.tag}"
+            self._ip("link", "add", a, "type", "veth", "peer", "name", b)
+            self._ip("link", "set", a, "netns", self.broker)
+            self._ip("link", "set", b, "netns", ns)
+            self._ip("-n", self.broker, "addr", "add", f"10.77.{k}.1/24", "dev", a)
+            self._ip("-n", ns, "addr", "add", f"10.77.{k}.2/24", "dev", b)
+            self._ip("-n", self.broker, "link", "set", a, "up")
+            self._ip("-n", ns, "link", "set", b, "up")
+        return self
+
+    def prefix(self, k):
+        return ["ip", "netns", "exec", self.nodes[k]]
+
+    def broker_address(self, k, port):
+        """The broker as node k reaches it."""
+        return f"10.77.{k}.1:{port}"
+
+    def cut(self, k):
+        self._ip("-n", self.nodes[k], "link", "set", f"smv{k}b{self.tag}", "down")
+
+    def heal(self, k):
+        self._ip("-n", self.nodes[k], "link", "set", f"smv{k}b{self.tag}", "up")
+
+    def down(self):
+        for ns in [*self.nodes, self.broker]:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

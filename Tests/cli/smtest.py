@@ -220,9 +220,9 @@ class Home:
         """Until the status no longer says a seek is under way."""
         wait_for(lambda: not self.status().get("seeking"), seconds, 0.02)
 
-    def spawn(self, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=None):
-        """A process of the binary, stopped by its PID in close()."""
-        p = subprocess.Popen([BIN, *args], env=env or self.env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+    def spawn(self, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=None, prefix=()):
+        """A process of the binary (`prefix`: e.g. `ip netns exec NS`), stopped by its PID in close()."""
+        p = subprocess.Popen([*prefix, BIN, *args], env=env or self.env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
         self.procs.append(p)
         return p
 
@@ -242,10 +242,11 @@ class Home:
         self.pids.add(pid)
         return pid
 
-    def start_daemon(self, log=None):
-        """`stillmoment daemon` started here; returns its Popen once its socket answers."""
+    def start_daemon(self, log=None, prefix=()):
+        """`stillmoment daemon` started here (`prefix`: e.g. in a network namespace); returns
+        its Popen once its socket answers."""
         out = open(log or self.dir + "/daemon.log", "ab")
-        p = self.spawn("daemon", stdout=out, stderr=out)
+        p = self.spawn("daemon", stdout=out, stderr=out, prefix=prefix)
         out.close()
         wait_for(lambda: self.daemon_pid() == p.pid and os.path.exists(self.socket_path), 10, 0.025)
         return p

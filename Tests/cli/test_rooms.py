@@ -1,5 +1,7 @@
-"""Rooms: three daemons, each in its own home and playing to its own room (a PulseAudio remap
-sink onto one channel of a shared null sink), all on one private mosquitto. One capture of
+"""Rooms: three daemons, each in its own home and its own network namespace (a veth link to
+the broker's namespace: they meet only through the broker, as machines on a LAN), playing to
+its own room (a PulseAudio remap sink onto one channel of a shared null sink; its socket is a
+file, reached from every namespace), all on one private mosquitto. One capture of
 that sink hears every room at once, so the skew between rooms is measured between its
 channels: `ring --rooms all` from one node starts the gong in every room within 2 ms; a ring
 for one room is heard there only; a ring whose instant has passed is not played late; a
@@ -15,21 +17,24 @@ import pytest
 
 import smtest
 from mqttharness import Broker, mosquitto_missing
-from roomsharness import RATE, RoomsPulse, channels, first_onset, stop_recording
+from roomsharness import RATE, RoomsPulse, Site, channels, first_onset, stop_recording
 
 ROOMS = ["hall", "garden", "dining"]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    why = mosquitto_missing() or smtest.pulse_missing()
+    why = mosquitto_missing() or smtest.pulse_missing() or Site.available()
     if why:
         pytest.fail(why)
-    broker = Broker(tmp_path_factory.mktemp("mq")).start()
+    net = Site(len(ROOMS)).up()
+    broker = Broker(tmp_path_factory.mktemp("mq"), netns=net.broker).start()
     pulse = RoomsPulse(tmp_path_factory.mktemp("pa"), ROOMS).start()
+    broker.net = net
     yield broker, pulse
     pulse.stop()
     broker.stop()
+    net.down()
 
 
 def log(h):
@@ -37,14 +42,16 @@ def log(h):
         return f.read()
 
 
-def node(new_home, broker, pulse, room, clock="synchronised"):
+def node(new_home, broker, pulse, k, clock="synchronised"):
+    room = ROOMS[k]
     h = new_home(idle_exit="120", STILLMOMENT_TEST_CLOCK=clock, **pulse.env)
     for args in (("settings", "set", "device", f"pulse:{room}"), ("settings", "set", "output-standby", "keep-open"),
                  ("room", "set", room)):
         r = h.run(*args)
         assert r.rc == 0, r
-    h.daemon = h.start_daemon()
-    r = h.run("mqtt", "enable", "--broker", broker.address, "--node", f"pi-{room}")
+    h.prefix = broker.net.prefix(k)
+    h.daemon = h.start_daemon(prefix=h.prefix)
+    r = h.run("mqtt", "enable", "--broker", broker.net.broker_address(k, broker.port), "--node", f"pi-{room}")
     assert r.rc == 0, r
     h.room = room
     return h
@@ -59,7 +66,7 @@ def nodes(site, binary, tmp_path_factory):
         h = smtest.Home(tmp_path_factory.mktemp("sm"), **kw)
         made.append(h)
         return h
-    hs = [node(new_home, broker, pulse, room) for room in ROOMS]
+    hs = [node(new_home, broker, pulse, k) for k in range(len(ROOMS))]
     ok = smtest.wait_for(lambda: all(len((h.json("rooms", "--json") or [])) == len(ROOMS) for h in hs), 15, 0.2)
     assert ok, [log(h) for h in hs]
     yield hs
@@ -173,7 +180,7 @@ def test_a_node_whose_clock_is_not_synchronised_is_left_out_and_says_why(nodes, 
     dining.daemon.wait()
     dining.env["STILLMOMENT_TEST_CLOCK"] = "unsynchronised"
     try:
-        dining.daemon = dining.start_daemon()
+        dining.daemon = dining.start_daemon(prefix=dining.prefix)
         assert smtest.wait_for(lambda: any(n["node"] == "pi-dining" and n["online"] and not n["clock"]["synchronised"]
                                            for n in (nodes[0].json("rooms", "--json") or [])), 10, 0.2)
         assert "not synchronised" in nodes[0].run("rooms").out
@@ -185,7 +192,7 @@ def test_a_node_whose_clock_is_not_synchronised_is_left_out_and_says_why(nodes, 
         smtest.stop_pid(dining.daemon.pid)
         dining.daemon.wait()
         dining.env["STILLMOMENT_TEST_CLOCK"] = "synchronised"
-        dining.daemon = dining.start_daemon()
+        dining.daemon = dining.start_daemon(prefix=dining.prefix)
 
 
 def test_bad_room_input_is_one_line_and_changes_nothing(nodes):
@@ -197,3 +204,25 @@ def test_bad_room_input_is_one_line_and_changes_nothing(nodes):
     assert h.run("room").out.splitlines()[0] == "room: hall"
     r = h.run("room", "set", "x y", lang="de_DE.UTF-8")
     assert r.rc != 0 and "Raumname" in r.err, r
+
+
+def test_a_node_cut_off_from_the_broker_is_offline_for_the_others_and_comes_back(nodes, site):
+    broker, pulse = site
+    net = broker.net
+    net.cut(1)
+    try:
+        # Its last will goes out once the broker misses its keepalive (30 s, 1.5 times): the
+        # others see it offline; a ring for every room is heard in the others meanwhile.
+        assert smtest.wait_for(lambda: any(n["node"] == "pi-garden" and not n["online"]
+                                           for n in (nodes[0].json("rooms", "--json") or [])), 60, 0.5), log(nodes[1])
+        chans, _ = ring_and_capture(nodes, pulse, ["--rooms", "all"], seconds=3, expect=["hall", "dining"])
+        assert [first_onset(c) is not None for c in chans] == [True, False, True]
+        assert "offline" in nodes[0].run("rooms").out
+    finally:
+        net.heal(1)
+    # Back: libmosquitto reconnects with its backoff (at most 60 s), the node says online again.
+    assert smtest.wait_for(lambda: any(n["node"] == "pi-garden" and n["online"]
+                                       for n in (nodes[0].json("rooms", "--json") or [])), 75, 0.5), log(nodes[1])
+    chans, _ = ring_and_capture(nodes, pulse, ["--rooms", "all"], expect=ROOMS)
+    starts = [first_onset(c) for c in chans]
+    assert (max(starts) - min(starts)) * 1000 / RATE <= 2, starts
