@@ -96,9 +96,11 @@ final class DaemonLink: Sendable {
     /// Sends `command` to the daemon; `reply` gets its answer (or why there is none) on the
     /// link's thread within `timeout` seconds. Every request goes through here, so that it
     /// takes one line to send a typed request instead.
-    func send(_ request: Request, start: Bool = false, timeout: Double = 5, reply: @escaping Reply) {
+    /// `asked`: when the browser asked (DaemonLinkLoop.now()), if earlier than now: the HTTP
+    /// server's moment, from which it counts the browser's patience too.
+    func send(_ request: Request, start: Bool = false, timeout: Double = 5, asked: Double? = nil, reply: @escaping Reply) {
         let now = DaemonLinkLoop.now()
-        let ask = Ask(request: request, start: start, asked: now, deadline: now + timeout, reply: reply)
+        let ask = Ask(request: request, start: start, asked: min(asked ?? now, now), deadline: now + timeout, reply: reply)
         let startThread = shared.withLock { s -> Bool in
             s.asks.append(ask)
             defer { s.threadRunning = true }

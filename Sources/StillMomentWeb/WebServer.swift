@@ -456,7 +456,10 @@ public final class WebServer {
             c.deadline = now + patience
             c.fallback = { Language.speaking(request.language) { WebAPI.late(command, health: link.health) } }
             let id = c.id, language = request.language
-            link.send(ask.request, start: ask.start, timeout: ask.timeout) { [finished = self.finished, wakeWrite = self.wakeWrite] result in
+            // Asked at `now`, as the deadline counts: once the fallback has said "not
+            // answering", the next status finds the link stalled and is answered at once
+            // (counted from the link's own send, a loaded machine made it wait again).
+            link.send(ask.request, start: ask.start, timeout: ask.timeout, asked: now) { [finished = self.finished, wakeWrite = self.wakeWrite] result in
                 let response = Language.speaking(language) { WebAPI.answer(command, result) }
                 Self.deliver(.response(response), to: id, finished, wakeWrite)
             }
