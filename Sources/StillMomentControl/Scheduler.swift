@@ -19,6 +19,8 @@ protocol ScheduleHost: AnyObject {
     var lastSitEnded: Double? { get }
     /// Each returns the id of the session it started (opened on the device worker).
     func ringBell(sound id: String, strikes: Int, volume: Double) throws(ProtocolError) -> Int
+    /// A bell whose first frame is heard at `heardAt` (MonotonicClock ns): a bell for rooms.
+    func ringBell(sound id: String, strikes: Int, volume: Double, heardAt: UInt64?) throws(ProtocolError) -> Int
     func startScheduledTimer(preset ref: LibraryRef?, request: TimerRequest) throws(ProtocolError) -> Int
     func startScheduledPlay(meditation ref: LibraryRef) throws(ProtocolError) -> Int
 }
@@ -125,9 +127,19 @@ final class Scheduler {
         }
         entryCount = entries.count
         let seeds = Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0.seed) })
-        let outcome = ScheduleDecision.decide(
-            entries.map { ScheduleDecision.Entry(id: $0.id, when: $0.when, enabled: $0.enabled, lastHandled: $0.lastHandled) },
-            now: Int64(now.rounded(.down)), zone: zone, quiet: quiet) { seeds[$0] ?? 0 }
+        // A bell for rooms is looked at a little ahead of its second (RoomSettings'
+        // lead), so that it can be started for that very instant on every node.
+        let lead = Double(RoomSettings.leadMilliseconds) / 1000
+        var outcome = ScheduleDecision.Outcome()
+        for (group, ahead) in [(entries.filter { $0.rooms == nil }, 0.0), (entries.filter { $0.rooms != nil }, lead)] where !group.isEmpty {
+            let o = ScheduleDecision.decide(
+                group.map { ScheduleDecision.Entry(id: $0.id, when: $0.when, enabled: $0.enabled, lastHandled: $0.lastHandled) },
+                now: Int64((now + ahead).rounded(.down)), zone: zone, quiet: quiet) { seeds[$0] ?? 0 }
+            outcome.run += o.run
+            outcome.missed += o.missed
+            if let w = o.wake.map({ Double($0) - ahead }) { outcome.wakeAt = min(outcome.wakeAt ?? w, w) }
+        }
+        outcome.run.sort { $0.at < $1.at }
         for m in outcome.missed {
             record(m.id, at: m.at, .missed, "the clock was late (a boot without a clock?) or the daemon was not running")
         }
@@ -135,7 +147,8 @@ final class Scheduler {
             guard let entry = entries.first(where: { $0.id == r.id }) else { continue }
             run(entry, at: r.at, host: host, now: now)
         }
-        wake = outcome.wake.map(Double.init)
+        wake = outcome.wakeAt
+        outcome.wake = outcome.wakeAt.map { Int64(($0 + lead).rounded(.down)) }
         next = nil
         if let w = outcome.wake {
             for e in entries where e.enabled {
@@ -156,6 +169,23 @@ final class Scheduler {
         }
         switch entry.action {
         case .bell(let sound, let strikes, let volume):
+            var heardAt: UInt64?
+            if let rooms = entry.rooms {
+                // A bell for rooms: only in this node's room, only with a clock fit to
+                // ring with the others, and started for its very second.
+                let settings = try? RoomSettings(Settings.load())
+                guard let room = settings?.room, rooms.includes(room) else {
+                    record(entry.id, at: at, .skipped, "for rooms \(rooms), and this node is in \(settings?.room.map { "room \($0)" } ?? "no room")")
+                    return
+                }
+                let clock = ClockState.read()
+                guard let settings, clock.fit(boundMilliseconds: settings.clockBoundMilliseconds) else {
+                    record(entry.id, at: at, .skipped, clock.synchronised ? "this node's clock is off by up to \(clock.estimatedErrorMicroseconds / 1000) ms: left out"
+                                                                         : "this node's clock is not synchronised: left out")
+                    return
+                }
+                heardAt = settings.monotonicInstant(realtimeMilliseconds: at * 1000)
+            }
             guard host.deviceFree else {
                 record(entry.id, at: at, .skipped, "something was playing")
                 return
@@ -166,8 +196,13 @@ final class Scheduler {
                 return
             }
             do {
-                opening[try host.ringBell(sound: sound, strikes: strikes, volume: volume)] = (entry.id, at)
-                record(entry.id, at: at, .ran, manual ? "rung now" : Self.lateness(at))
+                if let heardAt, !manual {
+                    opening[try host.ringBell(sound: sound, strikes: strikes, volume: volume, heardAt: heardAt)] = (entry.id, at)
+                    record(entry.id, at: at, .ran, "for rooms \(entry.rooms?.description ?? ""): started for its instant")
+                } else {
+                    opening[try host.ringBell(sound: sound, strikes: strikes, volume: volume)] = (entry.id, at)
+                    record(entry.id, at: at, .ran, manual ? "rung now" : Self.lateness(at))
+                }
             } catch {
                 record(entry.id, at: at, .failed, error.message)
             }

@@ -34,6 +34,8 @@ struct ScheduleCommand: ParsableCommand {
         @Option(help: "A guided meditation from the library.", completion: Complete.meditations) var play: String?
         @Option(help: "A bell only (no session): a gong's id.", completion: Complete.gongs) var bell: String?
         @Option(help: "The bell's volume, 0 to 1.") var volume: String?
+        @Option(help: "A bell for several rooms: hall,garden or all (every node of the site keeps it and rings it at its time).")
+        var rooms: String?
         @Option(help: "A name for the entry.") var name: String?
         @Flag(help: "Keep the entry but do not ring it (as `schedule disable`).") var disabled = false
 
@@ -75,7 +77,10 @@ struct ScheduleCommand: ParsableCommand {
                 }
                 action = .timer(preset: preset.map(LibraryRef.named), request: try TimerRequest(text: text))
             }
-            return NewScheduleEntry(when: when, action: action, name: try name.map(ScheduleStore.checkName), enabled: !disabled)
+            let entry = NewScheduleEntry(when: when, action: action, name: try name.map(ScheduleStore.checkName), enabled: !disabled,
+                                         rooms: try rooms.map { r throws(CoreError) in try RoomChoice(parsing: r) })
+            try entry.checkRooms()
+            return entry
         }
     }
 
@@ -154,6 +159,7 @@ struct ScheduleCommand: ParsableCommand {
             for i in listing.entries {
                 let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : tr("off", "aus"))
                 Console.out("\(String(i.id).padded(to: 4)) \(next.padded(to: 17)) \(i.when)  \(i.action)\(i.name.map { "  (\($0))" } ?? "")"
+                            + (i.rooms.map { tr("  [rooms \($0)", "  [Räume \($0)") + (i.from.map { tr(", from \($0)]", ", von \($0)]") } ?? "]") } ?? "")
                             + (i.lastOutcome.map { tr("  [last: \($0)]", "  [zuletzt: \($0)]") } ?? "")
                             + (i.broken.map { tr("  [broken: \($0)]", "  [kaputt: \($0)]") } ?? ""))
             }

@@ -116,3 +116,63 @@ struct RoomsTests {
         #expect(abs(Int64(a) - Int64(b) - 12_500_000) < 200_000, "\(Int64(a) - Int64(b)) ns")
     }
 }
+
+@Suite("Rooms in the schedule")
+struct RoomTimetableTests {
+    func entry(_ uuid: String = "u-1", from: String = "pi-hall", when: String = "daily 18:00") throws -> RoomTimetableEntry {
+        try RoomTimetableEntry(uuid: uuid, from: from, when: try ScheduleWhen(parsing: when), bell: "temple-bell", strikes: 3,
+                               volume: 0.8, rooms: try RoomChoice(parsing: "hall,garden"), name: "evening", enabled: true)
+    }
+
+    @Test("an entry for rooms is the same after the wire; a hostile one is refused")
+    func wire() throws {
+        let e = try entry()
+        #expect(try RoomTimetableEntry(payload: Array(e.payload.utf8)) == e)
+        let base = e.payload
+        for attack in [base.replacingOccurrences(of: "daily 18:00", with: "every 1s-2s between 00:00-23:59"),
+                       base.replacingOccurrences(of: "\"strikes\":3", with: "\"strikes\":1e300"),
+                       base.replacingOccurrences(of: "\"u-1\"", with: "\"../x\""),
+                       base.replacingOccurrences(of: "\"evening\"", with: "\"\(String(repeating: "n", count: 81))\""),
+                       base.replacingOccurrences(of: "hall,garden", with: "hall/#"),
+                       String(repeating: " ", count: 2049), "{}"] {
+            #expect(throws: CoreError.self, "\(attack.prefix(100))") { try RoomTimetableEntry(payload: Array(attack.utf8)) }
+        }
+    }
+
+    @Test("a copy is kept, changed in place, never over an entry made here, and dropped; --replace keeps copies")
+    func copies() throws {
+        let home = LibraryTempHome()
+        let store = try LibraryStore(home: home.path)
+        let table = ScheduleStore(store: store)
+        let now = Int64(1_800_000_000)
+        #expect(try table.keepCopy(try entry(), now: now))
+        #expect(try !table.keepCopy(try entry(), now: now))          // the same: nothing changed
+        #expect(try table.keepCopy(try entry(when: "daily 19:00"), now: now))
+        var all = try table.all()
+        #expect(all.count == 1 && all[0].origin == "pi-hall" && all[0].uuid == "u-1" && all[0].when.description == "daily 19:00")
+        #expect(all[0].rooms == (try RoomChoice(parsing: "hall,garden")) && all[0].lastHandled == now - 1)
+        // Made here (with rooms): a message claiming its id from elsewhere changes nothing.
+        let own = try table.add(when: try ScheduleWhen(parsing: "daily 07:00"), action: .bell(sound: "temple-bell", strikes: 1, volume: 1),
+                                name: nil, now: now)
+        #expect(own.uuid == nil && own.rooms == nil)
+        try table.add([NewScheduleEntry(when: try ScheduleWhen(parsing: "daily 08:00"), action: .bell(sound: "temple-bell", strikes: 1, volume: 1),
+                                        name: nil, rooms: .all)], replacing: false, now: now)
+        let mine = try #require(try table.all().first { $0.rooms == .all })
+        let uuid = try #require(mine.uuid)
+        #expect(try !table.keepCopy(try entry(uuid, from: "intruder"), now: now))
+        #expect(try !table.dropCopy(uuid: uuid))
+        #expect(try table.all().first { $0.uuid == uuid }?.when.description == "daily 08:00")
+        // A timetable replaced is this node's own: the copy stays.
+        try table.add([NewScheduleEntry(when: try ScheduleWhen(parsing: "daily 09:00"), action: .bell(sound: "temple-bell", strikes: 1, volume: 1),
+                                        name: nil)], replacing: true, now: now)
+        all = try table.all()
+        #expect(all.count == 2 && all.contains { $0.origin == "pi-hall" })
+        #expect(try table.dropCopy(uuid: "u-1"))
+        #expect(try table.all().count == 1)
+        // Rooms take a bell only.
+        #expect(throws: CoreError.self) {
+            try table.add([NewScheduleEntry(when: try ScheduleWhen(parsing: "daily 09:00"), action: .timer(preset: nil, request: TimerRequest()),
+                                            name: nil, rooms: .all)], replacing: false, now: now)
+        }
+    }
+}

@@ -226,3 +226,63 @@ def test_a_node_cut_off_from_the_broker_is_offline_for_the_others_and_comes_back
     chans, _ = ring_and_capture(nodes, pulse, ["--rooms", "all"], expect=ROOMS)
     starts = [first_onset(c) for c in chans]
     assert (max(starts) - min(starts)) * 1000 / RATE <= 2, starts
+
+
+def schedule(h):
+    return (h.json("schedule", "list", "--json") or {}).get("entries", [])
+
+
+def test_a_timetable_for_rooms_rings_in_every_room_from_each_nodes_copy_with_the_broker_gone(nodes, site):
+    broker, pulse = site
+    net = broker.net
+    quiet(nodes)
+    at = int(time.time()) + 15
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+    r = nodes[0].run("schedule", "add", when, "--bell", "temple-bell", "--rooms", "all", "--name", "evening gong")
+    assert r.rc == 0, r
+    assert "rooms all" in nodes[0].run("schedule", "list").out
+    # Every other node keeps a copy, marked as the maker's.
+    assert smtest.wait_for(lambda: all(any(e["rooms"] == "all" and e.get("from") == "pi-hall" for e in schedule(h))
+                                       for h in nodes[1:]), 10, 0.2), [log(h)[-800:] for h in nodes]
+    assert "from pi-hall" in nodes[1].run("schedule", "list").out
+    assert "pi-hall's" in nodes[2].run("schedule", "export").out
+    # Then the network goes: one node cut off, the broker stopped. Each rings its own copy.
+    net.cut(2)
+    broker.stop()
+    try:
+        path = os.path.join(nodes[0].dir, "timetable.raw")
+        rec = pulse.record(nodes[0], path)
+        assert smtest.wait_for(lambda: captured_frames(path) > RATE // 2, 10, 0.05)
+        assert at - time.time() > 1, "the set-up took too long"
+        smtest.wait_for(lambda: time.time() > at + 1, 30, 0.1)
+        since = captured_frames(path)
+        smtest.wait_for(lambda: captured_frames(path) > since + 3 * RATE and
+                        all(first_onset(c) is not None for c in channels(path, len(ROOMS))), 12, 0.2)
+        stop_recording(rec)
+        starts = [first_onset(c) for c in channels(path, len(ROOMS))]
+        assert all(s is not None for s in starts), (starts, [log(h)[-1000:] for h in nodes])
+        skew_ms = (max(starts) - min(starts)) * 1000 / RATE
+        smtest.report("rooms: skew between 3 rooms for a timetable bell, broker gone (PulseAudio, one machine)",
+                      f"{skew_ms:.3f}", "ms", "<= 2", skew_ms <= 2)
+        assert skew_ms <= 2, starts
+        for h in nodes:
+            assert "started for its instant" in log(h), log(h)[-1500:]
+    finally:
+        broker.start()
+        net.heal(2)
+    # The broker came back empty (no persistence): the maker publishes its entry again.
+    uuid_topic = "stillmoment-site/home/timetable/"
+    assert smtest.wait_for(lambda: any(t.startswith(uuid_topic) for t in broker.retained(uuid_topic + "+")), 90, 1), \
+        log(nodes[0])[-1500:]
+    # Removed by its maker: the copies go too.
+    own = [e for e in schedule(nodes[0]) if e["rooms"] == "all"]
+    assert nodes[0].run("schedule", "remove", str(own[0]["id"])).rc == 0
+    assert smtest.wait_for(lambda: all(not any(e["rooms"] for e in schedule(h) if e.get("rooms")) for h in nodes), 90, 0.5), \
+        [schedule(h) for h in nodes]
+
+
+def test_rooms_in_the_schedule_take_a_bell_only(nodes):
+    r = nodes[0].run("schedule", "add", "daily 06:30", "--duration", "20m", "--rooms", "all")
+    assert r.rc != 0 and len(r.err_lines) == 1 and "bell" in r.err, r
+    r = nodes[0].run("schedule", "add", "daily 06:30", "--bell", "temple-bell", "--rooms", "hall/x")
+    assert r.rc != 0 and len(r.err_lines) == 1, r

@@ -19,6 +19,10 @@ final class RoomsLink {
     private var lastClock: ClockState?
     private var clockLookedAt = 0.0
     private var site: RoomName?
+    /// This node's entries for rooms as last published (uuid → payload).
+    private var published: [String: String] = [:]
+    private var timetableVersion: Int64?
+    private var versionLookedAt = -Double.infinity
 
     init(host: SessionService, log: Logger, version: String, node: String) {
         self.host = host
@@ -42,6 +46,7 @@ final class RoomsLink {
     static func prefix(_ site: RoomName) -> String { "stillmoment-site/\(site.text)" }
     private func presenceTopic(_ site: RoomName, _ node: String) -> String { "\(Self.prefix(site))/node/\(node)" }
     private func ringTopic(_ site: RoomName) -> String { "\(Self.prefix(site))/ring" }
+    private func timetableTopic(_ site: RoomName, _ uuid: String) -> String { "\(Self.prefix(site))/timetable/\(uuid)" }
 
     // MARK: the connection
 
@@ -74,6 +79,9 @@ final class RoomsLink {
         known = [:]
         client.subscribe("\(Self.prefix(new))/node/+")
         client.subscribe(ringTopic(new))
+        client.subscribe("\(Self.prefix(new))/timetable/+")
+        published = [:]
+        publishTimetable()
     }
 
     func disconnected() { client = nil }
@@ -94,6 +102,10 @@ final class RoomsLink {
         let rest = topic.dropFirst(Self.prefix(site).count + 1)
         if rest == "ring" {
             take(ring: payload)
+            return true
+        }
+        if rest.hasPrefix("timetable/") {
+            take(timetable: String(rest.dropFirst(10)), payload)
             return true
         }
         if rest.hasPrefix("node/") {
@@ -139,6 +151,60 @@ final class RoomsLink {
         }
     }
 
+    /// Another node's entry for rooms (kept as a copy in this node's schedule, which rings it
+    /// from there with the broker gone), or one of this node's own as the broker still holds
+    /// it (removed there when it is no longer in the schedule).
+    private func take(timetable uuid: String, _ payload: [UInt8]) {
+        guard !uuid.isEmpty, uuid.utf8.count <= 64, MQTTTopics.sanitise(uuid) == uuid.lowercased() else { return }
+        let table = ScheduleStore(store: host.store)
+        do throws(CoreError) {
+            if payload.isEmpty {
+                if try table.dropCopy(uuid: uuid) { log.info("rooms: timetable entry \(uuid) was removed by its node") }
+                return
+            }
+            let entry = try RoomTimetableEntry(payload: payload)
+            guard entry.uuid == uuid else { throw CoreError.badRequest(.same("its id is not its topic's")) }
+            if entry.from == node {
+                let own = try table.all().contains { $0.uuid == uuid && $0.origin == nil }
+                if !own, let client, let site {
+                    client.publish(timetableTopic(site, uuid), "", retain: true, qos: 1)
+                    log.info("rooms: timetable entry \(uuid) is no longer this node's: removed from the broker")
+                }
+                return
+            }
+            if try table.keepCopy(entry, now: Int64(WallClock.milliseconds() / 1000)) {
+                log.info("rooms: timetable entry \(uuid) from \(entry.from): \(entry.when) --bell \(entry.bell) for rooms \(entry.rooms)")
+                _ = host.reschedule()
+            }
+        } catch {
+            log.warning("rooms: ignored timetable entry \(Display.clean(String(uuid.prefix(64)))): \(error.text(.en))")
+        }
+    }
+
+    /// This node's entries for rooms, retained for every node (those changed since the last
+    /// time, and an empty message for each removed).
+    private func publishTimetable() {
+        guard let client, let site else { return }
+        let entries: [ScheduleEntry]
+        do { entries = try ScheduleStore(store: host.store).all() } catch {
+            log.warning("rooms: cannot read the schedule: \(error.description)")
+            return
+        }
+        var now: [String: String] = [:]
+        for e in entries where e.origin == nil {
+            guard let uuid = e.uuid, let t = RoomTimetableEntry(e, from: node) else { continue }
+            now[uuid] = t.payload
+        }
+        for (uuid, payload) in now where published[uuid] != payload {
+            client.publish(timetableTopic(site, uuid), payload, retain: true, qos: 1)
+        }
+        for uuid in published.keys where now[uuid] == nil {
+            client.publish(timetableTopic(site, uuid), "", retain: true, qos: 1)
+        }
+        if now != published { log.info("rooms: \(now.count) timetable entr\(now.count == 1 ? "y" : "ies") for rooms published") }
+        published = now
+    }
+
     // MARK: what goes out
 
     /// A ring for every node of the site (this one hears it back from the broker).
@@ -166,6 +232,16 @@ final class RoomsLink {
     /// Once a minute at most (the loop's turns, never a wake-up of its own): the clock read
     /// again, and the presence said again when its state changed.
     func tick(now: Double) {
+        // The schedule's change counter, every 2 s at most on the loop's turns: this
+        // node's entries for rooms published again when it changed.
+        if client != nil, now - versionLookedAt >= 2 {
+            versionLookedAt = now
+            let v = try? ScheduleStore(store: host.store).version()
+            if let v, v != timetableVersion {
+                if timetableVersion != nil { publishTimetable() }
+                timetableVersion = v
+            }
+        }
         guard client != nil, now - clockLookedAt >= 60 else { return }
         clockLookedAt = now
         let clock = ClockState.read()

@@ -208,6 +208,10 @@ public enum ScheduleDecision {
         public var missed: [(id: Int64, at: Int64)] = []
         /// When to look again (nil: nothing is scheduled).
         public var wake: Int64?
+        /// The same to the fraction of a second, where a caller looks ahead of some entries.
+        public var wakeAt: Double?
+
+        public init() {}
 
         public static func == (a: Outcome, b: Outcome) -> Bool {
             a.run.map(\.id) == b.run.map(\.id) && a.run.map(\.at) == b.run.map(\.at)

@@ -51,6 +51,7 @@ extension LibraryStore {
         CatalogMigration("v10-practice-totals", PracticeTotals.create),
         // (v11-home-buttons, v12-home-hooks: the home front-ends')
         CatalogMigration("v13-schedule-switch", ScheduleStore.createSwitch),
+        CatalogMigration("v14-schedule-rooms", ScheduleStore.addRooms),
     ]
 
     /// Core's migrations, then `extensions`.

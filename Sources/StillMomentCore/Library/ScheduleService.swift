@@ -20,6 +20,10 @@ public struct ScheduleListing: Sendable, Equatable, Codable {
     public var lastOutcome: String?
     /// Why it cannot ring (its preset or meditation was deleted).
     public var broken: String?
+    /// A bell for several rooms: which (`all` or `hall,garden`), and the node it came from
+    /// when another node made it.
+    public var rooms: String?
+    public var from: String?
 }
 
 public struct ScheduleService: Sendable {
@@ -83,6 +87,11 @@ public struct ScheduleService: Sendable {
         var out = [tr("# stillmoment schedule: WHEN ACTION [--name NAME], one entry a line",
                       "# stillmoment-Zeitplan: WANN AKTION [--name NAME], ein Eintrag je Zeile")]
         for e in try table.all() {
+            // Another node's entry for rooms is that node's to export (this one keeps a copy).
+            if let origin = e.origin {
+                out.append(tr("# entry \(e.id) is \(origin)'s, for rooms \(e.rooms?.description ?? "")", "# Eintrag \(e.id) gehört \(origin), für Räume \(e.rooms?.description ?? "")"))
+                continue
+            }
             if case .timer(_, let request) = e.action, let device = request.device {
                 out.append(tr("# entry \(e.id) plays on \(device); a timetable file does not choose the device (name a preset that does)",
                               "# Eintrag \(e.id) spielt auf \(device); eine Zeitplandatei wählt kein Gerät (nenne eine Vorlage, die es tut)"))
@@ -104,7 +113,7 @@ public struct ScheduleService: Sendable {
             return ScheduleListing(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
                                    next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
                                    lastOutcome: last.map { $0.outcome.rawValue + ($0.detail.map { ": \($0)" } ?? "") },
-                                   broken: e.problem?.text())
+                                   broken: e.problem?.text(), rooms: e.rooms?.description, from: e.origin)
         }
         return (entries, quiet.sorted())
     }

@@ -78,6 +78,11 @@ public struct ScheduleEntry: Sendable, Equatable {
     public var seed: UInt64
     /// What keeps it from running (its preset or meditation was deleted); nil when it can.
     public var problem: ScheduleProblem? = nil
+    /// A bell for several rooms (nil: this node only), its id on every node, and the node
+    /// it came from (nil: made here; a copy is kept in step with its maker's).
+    public var rooms: RoomChoice? = nil
+    public var uuid: String? = nil
+    public var origin: String? = nil
 
     /// The entry as a line of the timetable file (`schedule export`, read back by `import`
     /// to the same entry). A device is not written: a timetable file never chooses one.
@@ -87,7 +92,8 @@ public struct ScheduleEntry: Sendable, Equatable {
             request.device = nil
             action = .timer(preset: preset, request: request)
         }
-        return "\(when) \(action)" + (name.map { " --name " + ShellWords.quote($0) } ?? "") + (enabled ? "" : " --disabled")
+        return "\(when) \(action)" + (rooms.map { " --rooms \($0)" } ?? "") + (name.map { " --name " + ShellWords.quote($0) } ?? "")
+            + (enabled ? "" : " --disabled")
     }
 }
 
@@ -97,12 +103,23 @@ public struct NewScheduleEntry: Sendable, Equatable {
     public var action: ScheduleAction
     public var name: String?
     public var enabled: Bool
+    /// Rooms: a bell heard in each at its instant (nil: here only).
+    public var rooms: RoomChoice?
 
-    public init(when: ScheduleWhen, action: ScheduleAction, name: String?, enabled: Bool = true) {
+    public init(when: ScheduleWhen, action: ScheduleAction, name: String?, enabled: Bool = true, rooms: RoomChoice? = nil) {
         self.when = when
         self.action = action
         self.name = name
         self.enabled = enabled
+        self.rooms = rooms
+    }
+
+    /// Rooms take a bell only (a sit in several rooms is not built yet).
+    public func checkRooms() throws(CoreError) {
+        guard rooms != nil else { return }
+        guard case .bell = action else {
+            throw CoreError.badValue(option: "--rooms", reason: both("rooms take a bell only (--bell SOUND)", "Räume nehmen nur eine Glocke (--bell KLANG)"))
+        }
     }
 
     /// A timetable file (shared, imported) never chooses the sound device: only the local
@@ -186,13 +203,15 @@ public struct ScheduleStore: Sendable {
     /// failure changes nothing. Actions must be bound (`bind`).
     @discardableResult
     public func add(_ entries: [NewScheduleEntry], replacing: Bool, now: Int64) throws(CoreError) -> [Int64] {
-        var rows: [(name: String?, when: String, action: String, enabled: Bool, seed: Int64)] = []
+        var rows: [(name: String?, when: String, action: String, enabled: Bool, seed: Int64, rooms: String?, uuid: String?)] = []
         for e in entries {
             guard e.action.references.allSatisfy({ $0.id != nil }) else {
                 throw CoreError.badRequest(.same("the entry's preset or meditation is not bound"))
             }
+            try e.checkRooms()
             rows.append((e.name, e.when.description, JSON(encoding: e.action).line, e.enabled,
-                         Int64(bitPattern: UInt64.random(in: 0...UInt64.max))))
+                         Int64(bitPattern: UInt64.random(in: 0...UInt64.max)), e.rooms?.description,
+                         e.rooms == nil ? nil : UUID().uuidString.lowercased()))
         }
         let limit = Self.maxEntries, after = now - 1, created = Date().timeIntervalSince1970, added = rows
         return try store.write { db -> [Int64] in
@@ -204,11 +223,12 @@ public struct ScheduleStore: Sendable {
                     : both("the schedule holds \(limit) entries at most (\(present) there and \(added.count) new)",
                          "der Zeitplan fasst höchstens \(limit) Einträge (\(present) vorhanden und \(added.count) neue)"))
             }
-            if replacing { try db.execute(sql: "DELETE FROM schedule") }
+            // A timetable replaced is this node's own: the copies of other nodes' entries stay.
+            if replacing { try db.execute(sql: "DELETE FROM schedule WHERE origin IS NULL") }
             var ids: [Int64] = []
             for r in added {
-                try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               arguments: [r.name, r.when, r.action, r.enabled, after, r.seed, created])
+                try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created, rooms, uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [r.name, r.when, r.action, r.enabled, after, r.seed, created, r.rooms, r.uuid])
                 ids.append(db.lastInsertedRowID)
             }
             return ids
@@ -258,10 +278,67 @@ public struct ScheduleStore: Sendable {
               let when = try? ScheduleWhen(parsing: whenText),
               let json = String.fromDatabaseValue(row["action"] ?? .null),
               let action = try? JSON.decode(ScheduleAction.self, from: json.utf8) else { return nil }
-        return ScheduleEntry(id: id, name: String.fromDatabaseValue(row["name"] ?? .null), when: when, action: action,
-                             enabled: (Int64.fromDatabaseValue(row["enabled"] ?? .null) ?? 1) != 0,
-                             lastHandled: Int64.fromDatabaseValue(row["lastHandled"] ?? .null) ?? 0,
-                             seed: UInt64(bitPattern: Int64.fromDatabaseValue(row["seed"] ?? .null) ?? 0))
+        var e = ScheduleEntry(id: id, name: String.fromDatabaseValue(row["name"] ?? .null), when: when, action: action,
+                              enabled: (Int64.fromDatabaseValue(row["enabled"] ?? .null) ?? 1) != 0,
+                              lastHandled: Int64.fromDatabaseValue(row["lastHandled"] ?? .null) ?? 0,
+                              seed: UInt64(bitPattern: Int64.fromDatabaseValue(row["seed"] ?? .null) ?? 0))
+        if row.hasColumn("rooms") {
+            e.rooms = String.fromDatabaseValue(row["rooms"] ?? .null).flatMap { try? RoomChoice(parsing: $0) }
+            e.uuid = String.fromDatabaseValue(row["uuid"] ?? .null)
+            e.origin = String.fromDatabaseValue(row["origin"] ?? .null)
+        }
+        return e
+    }
+
+    // MARK: entries of other nodes (rooms)
+
+    static func addRooms(_ db: Database) throws {
+        try db.alter(table: "schedule") { t in
+            t.add(column: "rooms", .text)
+            t.add(column: "uuid", .text)
+            t.add(column: "origin", .text)
+        }
+        try db.create(index: "scheduleUUID", on: "schedule", columns: ["uuid"], options: .unique)
+    }
+
+    /// Keeps the copy of another node's entry for rooms as it now is (added, or changed in
+    /// place: its occurrences already handled stay handled). Returns whether anything changed.
+    @discardableResult
+    public func keepCopy(_ t: RoomTimetableEntry, now: Int64) throws(CoreError) -> Bool {
+        let action = JSON(encoding: ScheduleAction.bell(sound: t.bell, strikes: t.strikes, volume: t.volume)).line
+        let when = t.when.description, rooms = t.rooms.description, limit = Self.maxEntries
+        let created = Date().timeIntervalSince1970
+        return try store.write { db -> Bool in
+            if let row = try Row.fetchOne(db, sql: "SELECT id, origin, whenText, action, enabled, rooms, name FROM schedule WHERE uuid = ?", arguments: [t.uuid]) {
+                // An entry made here is never overwritten from outside.
+                guard String.fromDatabaseValue(row["origin"] ?? .null) == t.from else { return false }
+                let same = String.fromDatabaseValue(row["whenText"] ?? .null) == when && String.fromDatabaseValue(row["action"] ?? .null) == action
+                    && (Int64.fromDatabaseValue(row["enabled"] ?? .null) ?? 1 != 0) == t.enabled
+                    && String.fromDatabaseValue(row["rooms"] ?? .null) == rooms && String.fromDatabaseValue(row["name"] ?? .null) == t.name
+                if same { return false }
+                try db.execute(sql: "UPDATE schedule SET whenText = ?, action = ?, enabled = ?, rooms = ?, name = ? WHERE uuid = ?",
+                               arguments: [when, action, t.enabled, rooms, t.name, t.uuid])
+                return true
+            }
+            let present = try Int.fetchOne(db, sql: "SELECT count(*) FROM schedule") ?? 0
+            guard present < limit else {
+                throw CoreError.badRequest(both("the schedule holds \(limit) entries at most", "der Zeitplan fasst höchstens \(limit) Einträge"))
+            }
+            try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created, rooms, uuid, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [t.name, when, action, t.enabled, now - 1, Int64(bitPattern: UInt64.random(in: 0...UInt64.max)),
+                                       created, rooms, t.uuid, t.from])
+            return true
+        }
+    }
+
+    /// Removes the copy of another node's entry (its maker removed it); an entry made here
+    /// is never removed so. Returns whether there was one.
+    @discardableResult
+    public func dropCopy(uuid: String) throws(CoreError) -> Bool {
+        try store.write { db -> Bool in
+            try db.execute(sql: "DELETE FROM schedule WHERE uuid = ? AND origin IS NOT NULL", arguments: [uuid])
+            return db.changesCount > 0
+        }
     }
 
     // MARK: quiet days
