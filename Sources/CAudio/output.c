@@ -145,10 +145,22 @@ static void finish_request(sm_output *o, uint32_t seq) {
     sm_futex_wake(&o->done_seq);
 }
 
+/* An aligned start not yet met is given up: its session paused, sought, faded or ended
+ * before its first frame (else the next session on a device the standby keeps would wait
+ * for a stale instant, or be muted as late). The session over, its lateness goes too (it
+ * was read when the session closed). */
+static void align_cancel(sm_output *o, int over) {
+    atomic_store_explicit(&o->align_ns, 0, memory_order_release);
+    o->align_begun = 0;
+    if (over) atomic_store_explicit(&o->align_late_ns, 0, memory_order_release);
+}
+
 static void handle_requests(sm_output *o) {
     uint32_t seq = atomic_load_explicit(&o->req_seq, memory_order_acquire);
     if (seq == o->handled_seq) return;
     int type = atomic_load_explicit(&o->req_type, memory_order_acquire);
+    if (type == SM_REQ_PAUSE || type == SM_REQ_FLUSH || type == SM_REQ_FADE || type == SM_REQ_STANDBY)
+        align_cancel(o, type == SM_REQ_STANDBY);
     if (o->state == OUT_FAILED) { finish_request(o, seq); return; }
     if (out_in_standby(o->state)) {
         /* A session that asks to resume or to drain has written what it has: it plays. A

@@ -286,3 +286,22 @@ def test_rooms_in_the_schedule_take_a_bell_only(nodes):
     assert r.rc != 0 and len(r.err_lines) == 1 and "bell" in r.err, r
     r = nodes[0].run("schedule", "add", "daily 06:30", "--bell", "temple-bell", "--rooms", "hall/x")
     assert r.rc != 0 and len(r.err_lines) == 1, r
+
+
+def test_a_ring_stopped_before_its_instant_leaves_nothing_behind(nodes, site):
+    """A ring 40 s ahead, stopped while it waits for its instant, then a bell here: the bell
+    is heard at once (the device, kept open, must not wait for the stale instant nor mute
+    the next session as late)."""
+    broker, pulse = site
+    quiet(nodes)
+    ahead = {"v": 1, "id": "ahead-1", "from": "test", "bell": "temple-bell", "strikes": 1, "volume": 1,
+             "at": int(time.time() * 1000) + 40_000, "rooms": "hall"}
+    broker.publish("stillmoment-site/home/ring", json.dumps(ahead))
+    hall = nodes[0]
+    assert smtest.wait_for(lambda: hall.status().get("source") == "bell", 5, 0.05), log(hall)[-800:]
+    assert hall.run("stop").rc == 0
+    assert hall.wait_idle(10).get("state") == "idle"
+    chans, r = ring_and_capture([hall], pulse, [], seconds=2, expect=["hall"])
+    assert "ringing temple-bell here" in r.out, r
+    assert first_onset(chans[0]) is not None, log(hall)[-1500:]
+    assert "missed" not in log(hall)

@@ -94,7 +94,7 @@ final class RoomsLink {
         if levels.count == 3, levels[0] == "stillmoment", levels[2] == "availability" {
             let who = String(levels[1])
             let up = payload == Array("online".utf8)
-            online[who] = up
+            if online.count < 1000 || online[who] != nil { online[who] = up }     // bounded, as the nodes are
             if var n = known[who] { n.online = up; n.seen = WallClock.milliseconds(); known[who] = n }
             return true
         }
