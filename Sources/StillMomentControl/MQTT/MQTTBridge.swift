@@ -218,7 +218,7 @@ final class MQTTBridge {
                 case .resume: _ = try host.call(.resume)
                 case .finish: _ = try host.call(.finish)
                 case .stop: _ = try host.call(.stop)
-                case .bell: try ringBell()
+                case .bell: _ = try host.call(.ring(RingRequest()))   // the settings' gong, here
                 }
                 log.info("MQTT: \(button.rawValue) pressed")
             case .choosePreset(let name):
@@ -257,19 +257,6 @@ final class MQTTBridge {
         } catch {
             log.warning("MQTT: cannot keep \(key): \(error.text(.en))")
         }
-    }
-
-    /// A bell now: the settings' gong, strikes and volume (as `timer` would strike it).
-    private func ringBell() throws(ProtocolError) {
-        let request: TimerRequest
-        do throws(CoreError) {
-            let settings = try Settings.load()
-            request = try TimerRequest(text: ["gong": settings.value("gong"), "gong-volume": settings.value("gong-volume"),
-                                              "strikes": settings.value("strikes")])
-        } catch {
-            throw ProtocolError(error)
-        }
-        _ = try host.ringBell(sound: request.gong ?? "temple-bell", strikes: request.strikes ?? 1, volume: request.gongVolume ?? 1)
     }
 
     private func commandName(_ c: MQTTCommand) -> String {

@@ -6,6 +6,13 @@
 import StillMomentAudio
 
 public struct RoomRing: Sendable, Equatable {
+    /// An id, a node or a sound's id from a peer: 1 to `most` bytes of a–z, A–Z, 0–9, - and _
+    /// (a topic level and a word in a log line; the one check of such words in rooms).
+    static func isPeerWord(_ s: String, most: Int = 64) -> Bool {
+        !s.isEmpty && s.utf8.count <= most
+            && s.unicodeScalars.allSatisfy { ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-" || $0 == "_" }
+    }
+
     public var id: String
     /// The node that sent it.
     public var from: String
@@ -23,9 +30,9 @@ public struct RoomRing: Sendable, Equatable {
 
     public init(id: String, from: String, bell: String, strikes: Int, volume: Double, atMilliseconds: Int64,
                 rooms: RoomChoice) throws(CoreError) {
-        guard Self.isWord(id, most: 64) else { throw Self.bad("id") }
-        guard Self.isWord(from, most: 64) else { throw Self.bad("from") }
-        guard Self.isWord(bell, most: 64) else { throw Self.bad("bell") }
+        guard RoomRing.isPeerWord(id, most: 64) else { throw Self.bad("id") }
+        guard RoomRing.isPeerWord(from, most: 64) else { throw Self.bad("from") }
+        guard RoomRing.isPeerWord(bell, most: 64) else { throw Self.bad("bell") }
         guard (1...9).contains(strikes) else { throw Self.bad("strikes") }
         guard volume >= 0, volume <= 1 else { throw Self.bad("volume") }
         guard atMilliseconds > 0, atMilliseconds < 100_000_000_000_000 else { throw Self.bad("at") }
@@ -78,11 +85,6 @@ public struct RoomRing: Sendable, Equatable {
         if ahead < 0 { return .late(milliseconds: -ahead) }
         guard clock.fit(boundMilliseconds: boundMilliseconds) else { return .clockUnfit(clock) }
         return .play
-    }
-
-    private static func isWord(_ s: String, most: Int) -> Bool {
-        !s.isEmpty && s.utf8.count <= most
-            && s.unicodeScalars.allSatisfy { ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-" || $0 == "_" }
     }
 
     private static func bad(_ field: String) -> CoreError {

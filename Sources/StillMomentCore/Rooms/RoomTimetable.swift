@@ -20,7 +20,7 @@ public struct RoomTimetableEntry: Sendable, Equatable {
 
     public init(uuid: String, from: String, when: ScheduleWhen, bell: String, strikes: Int, volume: Double,
                 rooms: RoomChoice, name: String?, enabled: Bool) throws(CoreError) {
-        guard Self.isWord(uuid, most: 64), Self.isWord(from, most: 64), Self.isWord(bell, most: 64) else {
+        guard RoomRing.isPeerWord(uuid, most: 64), RoomRing.isPeerWord(from, most: 64), RoomRing.isPeerWord(bell, most: 64) else {
             throw CoreError.badRequest(both("a timetable entry with a bad id, node or bell", "ein Zeitplaneintrag mit ungültiger Kennung, Knoten oder Glocke"))
         }
         guard (1...9).contains(strikes), volume >= 0, volume <= 1 else {
@@ -75,10 +75,5 @@ public struct RoomTimetableEntry: Sendable, Equatable {
         guard w.v == 1 else { throw CoreError.badRequest(both("a timetable entry of another version", "ein Zeitplaneintrag einer anderen Version")) }
         try self.init(uuid: w.uuid, from: w.from, when: try ScheduleWhen(parsing: w.when), bell: w.bell, strikes: w.strikes,
                       volume: w.volume, rooms: try RoomChoice(parsing: w.rooms), name: w.name, enabled: w.enabled)
-    }
-
-    private static func isWord(_ s: String, most: Int) -> Bool {
-        !s.isEmpty && s.utf8.count <= most
-            && s.unicodeScalars.allSatisfy { ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-" || $0 == "_" }
     }
 }
