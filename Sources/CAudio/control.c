@@ -156,6 +156,10 @@ void sm_output_align(sm_output *o, uint64_t ns) {
     atomic_store_explicit(&o->align_ns, ns, memory_order_release);
 }
 
+void sm_output_standby_holds_pause(sm_output *o) {
+    atomic_store_explicit(&o->standby_holds_pause, 1, memory_order_release);
+}
+
 uint64_t sm_output_align_late(const sm_output *o) {
     return atomic_load_explicit(&((sm_output *)o)->align_late_ns, memory_order_acquire);
 }

@@ -94,6 +94,8 @@ struct sm_output {
     out_state state;
     uint64_t drain_end;   /* the drain plays the ring up to this index, then ends the stream */
     uint32_t standby_looks; /* the standby's turns since its first (OUT_STANDBY_FIRST) */
+    int standby_paused;   /* the standby holds a paused session (a sit in several rooms): it
+                             goes on with a fade-in, as a resume does */
     uint32_t handled_seq;
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
     uint64_t align_begun; /* the aligned start being met (its instant; 0: none) */
@@ -130,6 +132,7 @@ struct sm_output {
     _Atomic uint64_t stop_index;
     _Atomic uint64_t align_ns;        /* an aligned start asked for (sm_output_align); 0: none */
     _Atomic uint64_t align_late_ns;   /* how late the last one was */
+    _Atomic int standby_holds_pause;  /* the next standby holds a paused session */
     _Atomic uint64_t st_frames_written;
     _Atomic uint64_t st_silence_frames;
     _Atomic uint32_t st_silence_events;

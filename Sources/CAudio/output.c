@@ -94,6 +94,16 @@ static void do_resume(sm_output *o) {
         sm_dev_state st = dev_state(o);
         o->gain = 0.0f;  /* from silence, with a fade-in (after a pause it is 0 already) */
         o->gain_target = 1.0f;
+        if (atomic_load_explicit(&o->align_ns, memory_order_acquire)) {
+            /* An aligned resume (a sit in several rooms): the device starts again as one
+             * opened for an aligned start, from nothing queued, and the loop writes the
+             * silence up to the instant (align_start). */
+            if (st == SM_DEV_PAUSED || st == SM_DEV_RUNNING) dev_drop(o);
+            if (st != SM_DEV_PREPARED) dev_prepare(o);
+            o->state = OUT_PLAYING;
+            o->gain_target = 1.0f;
+            return;
+        }
         if (st == SM_DEV_PAUSED) {
             /* Paused in place, the card holds only the pause's last zeros, and past them
              * what the pause's rewind took back, still in its buffer. With the fade-in
@@ -172,6 +182,9 @@ static void handle_requests(sm_output *o) {
                 sm_out_flush_ring(o);
                 atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
             }
+            /* The paused session it held is over (handed to the daemon's standby): the next
+             * session starts as any does. */
+            if (type == SM_REQ_STANDBY) o->standby_paused = 0;
             finish_request(o, seq);
             return;
         }
@@ -359,11 +372,13 @@ static int align_start(sm_output *o) {
             return 0;
         }
     }
-    if (live && want > (int64_t)period && now - o->align_live_ns < ALIGN_SETTLE_NS && !o->align_standby) {
-        /* A device that has just started (opened for this ring): its delay is not to be
-         * trusted yet (a sound server's timing comes every 100 ms or so, a card's pointer
-         * may still be in its first period). It is kept fed, a period at a time, and the
-         * last of the silence reckoned once it has played for a while. */
+    if (live && !o->align_standby && want > (int64_t)period
+        && (now - o->align_live_ns < ALIGN_SETTLE_NS || want > 3 * (int64_t)period)) {
+        /* A device that has just started (opened for this ring, or resumed for a sit in
+         * several rooms): its delay is not to be trusted yet (a sound server's timing comes
+         * every 100 ms or so, a card's pointer may still be in its first period). It is kept
+         * fed, a period at a time, and the last of the silence reckoned once it has played
+         * for a while and the instant is a few periods away (from its newest delay). */
         if (queued < 2 * (long)period && sm_out_play_silence(o, period, 0) < 0) return 0;
         wait_for_request(o, frames_to_ms(o, period / 2));
         return 1;

@@ -16,6 +16,10 @@
 
 /* The session is over; the device stays open and running on silence. */
 void sm_standby_enter(sm_output *o) {
+    /* A paused session's device kept running (its resume is then met to the frame); any
+     * other standby is between sessions (one that ended with a fade rests paused too). */
+    o->standby_paused = atomic_exchange_explicit(&o->standby_holds_pause, 0, memory_order_acq_rel)
+                        && o->state == OUT_PAUSED;
     if (out_running(o->state) && sm_out_ramp_out(o, 0) < 0) return;
     sm_out_flush_ring(o);
     atomic_store_explicit(&o->stop_index, o->next_ring, memory_order_release);
@@ -97,6 +101,12 @@ void sm_standby_keep(sm_output *o) {
  * lies past its instant); none of the last session's audio is touched. */
 void sm_standby_leave(sm_output *o) {
     o->state = OUT_PLAYING;
+    if (o->standby_paused) {
+        /* A paused session goes on: from silence, with a fade-in (a gong rang on). */
+        o->standby_paused = 0;
+        o->gain = 0.0f;
+        o->gain_target = 1.0f;
+    }
     o->refill_grace = o->info.rate / 5;
     /* An aligned start takes back only what lies past its instant (output.c). */
     if (!atomic_load_explicit(&o->align_ns, memory_order_acquire)) sm_out_take_back_silence(o);

@@ -197,7 +197,20 @@ public final class AudioEngine: Sendable {
     /// Fades out and freezes the timeline; returns once the output is silent.
     public func pause() { core.call(.pause) }
 
+    /// Fades out and freezes the timeline, the device kept running on silence meanwhile (a
+    /// sit in several rooms: its aligned resume is met to the frame, as on a device the
+    /// standby keeps; the card draws what it draws while it plays).
+    public func pauseKeepingDevice() { core.call(.pauseRunning) }
+
     public func resume() { core.call(.resume) }
+
+    /// Goes on so that the first frame after the pause is heard at `instant`
+    /// (CLOCK_MONOTONIC, ns), the device's own delay subtracted (a sit in several rooms):
+    /// silence until then, as an aligned start.
+    public func resume(heardAt instant: UInt64) {
+        _ = core.withOutput { sm_output_align($0, instant) }
+        core.call(.resume)
+    }
 
     /// Moves the timeline to `frame` (ramping out and in around the jump).
     public func seek(to frame: Int64) { core.call(.seek(max(0, frame))) }

@@ -13,6 +13,9 @@ final class EngineCore: @unchecked Sendable {
         case schedule(ScoreEntry)
         case setEnd(Int64?)
         case pause
+        /// Paused with the device kept running on silence (a resume then meets its instant
+        /// to the frame, as a start on a device kept open does).
+        case pauseRunning
         case resume
         case seek(Int64)
         case fadeOut(Int64)
@@ -184,11 +187,17 @@ final class EngineCore: @unchecked Sendable {
         case .setEnd(let e):
             end = e
             if currentState == .finished, let e, e > t { reopen() }
-        case .pause:
+        case .pause, .pauseRunning:
             guard currentState == .running else { break }
             // A pause during the fade of a stop ends the session there (the stop stands).
             let ending = stopping
-            if output != nil { haltOutput(request: SM_REQ_PAUSE, thenAt: nil) }
+            if let output {
+                haltOutput(request: SM_REQ_PAUSE, thenAt: nil)
+                if case .pauseRunning = command, !ending {
+                    sm_output_standby_holds_pause(output)
+                    _ = sm_output_wait(output, sm_output_post(output, Int32(SM_REQ_STANDBY.rawValue)), 3000)
+                }
+            }
             setState(ending ? .finished : .paused)
         case .resume:
             guard currentState == .paused else { break }

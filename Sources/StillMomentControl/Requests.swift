@@ -158,20 +158,29 @@ enum Wire {
 public struct TimerStartRequest: Sendable, Equatable {
     public var preset: String?
     public var options: [String: String]
+    /// A sit in several rooms: these rooms' nodes play it in step (through the broker).
+    public var rooms: RoomChoice?
 
-    public init(preset: String? = nil, options: [String: String] = [:]) {
+    public init(preset: String? = nil, options: [String: String] = [:], rooms: RoomChoice? = nil) {
         self.preset = preset
         self.options = options
+        self.rooms = rooms
     }
 
     private struct Arguments: Decodable {
         var preset: String?
         var options: JSON?
+        var rooms: String?
     }
 
     public init(args: [String: JSON]) throws(ProtocolError) {
         let w = try Wire.decode(Arguments.self, .timer, args)
         preset = try Wire.text(w.preset, "preset", limit: 256)
+        do throws(CoreError) {
+            rooms = try w.rooms.map { r throws(CoreError) in try RoomChoice(parsing: r) }
+        } catch {
+            throw ProtocolError(.badArguments, error.words)
+        }
         options = [:]
         switch w.options {
         case nil, .null?: break
@@ -195,6 +204,7 @@ public struct TimerStartRequest: Sendable, Equatable {
         var a: [String: JSON] = [:]
         if let preset { a["preset"] = .string(preset) }
         if !options.isEmpty { a["options"] = .object(options.mapValues(JSON.string)) }
+        if let rooms { a["rooms"] = .string(rooms.description) }
         return a
     }
 }

@@ -143,6 +143,7 @@ public final class SessionService: ScheduleHost {
 
     func pause() throws(ProtocolError) -> Status {
         defer { reap() }
+        if let s = try roomSitChange(.paused) { return s }
         if active == nil, let st = starting, st.cancelled == nil {
             // Kept: the session begins paused (a pause asked during the fade before it).
             starting?.paused = true
@@ -159,6 +160,7 @@ public final class SessionService: ScheduleHost {
 
     func resume() throws(ProtocolError) -> Status {
         defer { reap() }
+        if let s = try roomSitChange(.playing) { return s }
         if let s = active {
             if s.paused.exchange(false, ordering: .acquiringAndReleasing) {
                 s.command(on: worker, "resume") { s.session.resume() }
@@ -190,6 +192,15 @@ public final class SessionService: ScheduleHost {
 
     func stop() throws(ProtocolError) -> Status {
         defer { reap() }
+        if let s = try roomSitChange(.stopped) { return s }
+        return try stopLocal()
+    }
+
+    /// The session starting (not cancelled), by id.
+    var startingID: Int? { starting.flatMap { $0.cancelled == nil ? $0.id : nil } }
+
+    /// Stops what plays here (a sit in several rooms: this node's part).
+    func stopLocal() throws(ProtocolError) -> Status {
         if active == nil, let s = starting, s.cancelled == nil {
             starting?.cancelled = .stopped
             slot.want(0)          // if it has not opened the device yet, it never will
@@ -208,6 +219,10 @@ public final class SessionService: ScheduleHost {
     func finish() throws(ProtocolError) -> Status {
         defer { reap() }
         let s = try playing()
+        if roomsLink?.sitSession == s.id {
+            throw ProtocolError(.badArguments, both("a sit in several rooms is ended with `stillmoment stop` (it reaches every room at one instant; finish would not)",
+                                                  "eine Sitzung in mehreren Räumen endet mit `stillmoment stop` (das erreicht alle Räume im selben Augenblick; finish nicht)"))
+        }
         guard case .timer(let t) = s.player else {
             throw ProtocolError(.badArguments, both("finish ends a timer; a guided meditation is stopped with `stillmoment stop`",
                                                   "finish beendet einen Timer; eine geführte Meditation endet mit `stillmoment stop`"))
@@ -318,6 +333,9 @@ public final class SessionService: ScheduleHost {
         } catch {
             throw ProtocolError(error)
         }
+        if let rooms = request.rooms {
+            return try startRoomSit(configuration, preset: preset, options: request, rooms: rooms)
+        }
         return started(try launchTimer(configuration, catalog: catalog, preset: preset?.name, scheduled: false))
     }
 
@@ -410,13 +428,13 @@ public final class SessionService: ScheduleHost {
 
     // MARK: starting sessions
 
-    private func launchTimer(_ configuration: TimerConfiguration, catalog: SoundCatalog, preset: String?,
-                             scheduled: Bool) throws(ProtocolError) -> Int {
+    func launchTimer(_ configuration: TimerConfiguration, catalog: SoundCatalog, preset: String?,
+                     scheduled: Bool, heardAt: UInt64? = nil, from: Int64 = 0) throws(ProtocolError) -> Int {
         let practice = self.practice, output = standby.device(configuration.device), hooks = self.hooks
         log.info("\(scheduled ? "scheduled " : "")timer on \(configuration.device)")
         return try launch(.timer) { id throws(CoreError) in
             let session = try TimerSession(configuration: configuration, catalog: catalog,
-                                           output: .device(output))
+                                           output: .device(output), heardAt: heardAt, from: from)
             let runner = try SessionRunner(session, log: practice, preset: preset, scheduled: scheduled) { hooks.fire(.onEnd, $0) }
             hooks.fire(.onStart, runner.recordSoFar)
             return HostedSession(id: id, player: .timer(session), runner: runner)

@@ -128,37 +128,7 @@ enum PresetText {
     }
 
     /// The options a request sets, as they would be typed.
-    static func options(_ r: TimerRequest) -> [String: String] {
-        var o: [String: String] = [:]
-        func time(_ ms: Int64?) -> String? { ms.map(TimeText.compact) }
-        func volume(_ v: Double?) -> String? { v.map { String($0) } }
-        o["duration"] = time(r.duration)
-        o["preparation"] = r.preparation.map { $0 == 0 ? "off" : TimeText.compact($0) }
-        o["gong"] = r.gong
-        o["gong-volume"] = volume(r.gongVolume)
-        o["strikes"] = r.strikes.map(String.init)
-        switch r.interval {
-        case .off?: o["interval"] = "off"
-        case .on?: o["interval"] = "on"
-        case .every(let ms)?: o["interval"] = TimeText.compact(ms)
-        case nil: break
-        }
-        o["interval-length"] = time(r.intervalLength)
-        o["interval-mode"] = r.intervalMode?.rawValue
-        o["interval-gong"] = r.intervalGong
-        o["interval-volume"] = volume(r.intervalVolume)
-        o["bells"] = r.bells.map { $0.map { ($0.fromEnd ? "-" : "") + TimeText.compact($0.milliseconds) }.joined(separator: ",") }
-        o["sections"] = r.sections?.description
-        o["section-gong"] = r.sectionGong
-        o["section-strikes"] = r.sectionStrikes.map { "\($0.intoWalk),\($0.intoSit)" }
-        o["random-bells"] = r.randomBells.map { "\(TimeText.compact($0.minimum))-\(TimeText.compact($0.maximum))" }
-        o["seed"] = r.seed.map { String($0) }
-        o["ambience"] = r.ambience
-        o["ambience-volume"] = volume(r.ambienceVolume)
-        o["ambience-during"] = r.ambienceDuringWalks.map { $0 ? "all" : "sit" }
-        o["device"] = r.device?.text
-        return o
-    }
+    static func options(_ r: TimerRequest) -> [String: String] { r.text }
 
     static func summary(_ r: TimerRequest) -> String {
         options(r).sorted { $0.key < $1.key }.map { "--\($0.key) \($0.value)" }.joined(separator: " ")

@@ -112,6 +112,16 @@ struct RoomsCommand: ParsableCommand {
     }
 }
 
+extension RingCommand {
+    /// An instant (ms since 1970) as hh:mm:ss.mmm UTC.
+    static func instantText(_ at: Int64) -> String {
+        let ms = Int(at % 86_400_000)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let milli = ms % 1000
+        return "\(two(ms / 3_600_000)):\(two(ms / 60_000 % 60)):\(two(ms / 1000 % 60)).\(milli < 100 ? (milli < 10 ? "00" : "0") : "")\(milli) UTC"
+    }
+}
+
 struct RingCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ring",
@@ -130,10 +140,7 @@ struct RingCommand: ParsableCommand {
         }
         let status = try control(.ring(RingRequest(bell: bell, strikes: strikes, volume: volume, rooms: choice)), start: true)
         if let rang = status.rang {
-            let ms = Int(rang.at % 86_400_000)
-            func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-            let milli = ms % 1000
-            let clock = "\(two(ms / 3_600_000)):\(two(ms / 60_000 % 60)):\(two(ms / 1000 % 60)).\(milli < 100 ? (milli < 10 ? "00" : "0") : "")\(milli) UTC"
+            let clock = Self.instantText(rang.at)
             Console.out(tr("ringing \(rang.bell) in \(rang.rooms) at \(clock)", "Gong \(rang.bell) in \(rang.rooms) um \(clock)"))
         } else {
             let name = bell ?? ((try? Settings.load())?.value("gong") ?? "")

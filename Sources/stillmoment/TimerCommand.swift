@@ -45,6 +45,9 @@ struct TimerCommand: ParsableCommand {
     @Flag(help: "Play in this process, without the daemon (for scripts).")
     var foreground = false
 
+    @Option(help: "A sit in several rooms: hall,garden or all (every node in them plays it in step, through the MQTT broker; see `stillmoment rooms`).")
+    var rooms: String?
+
     /// The options as text, with DURATION (or `open`) folded in.
     func optionText() throws -> [String: String] {
         do { return try Self.optionText(duration: duration, options: options.text) } catch { throw Console.fail(error) }
@@ -83,6 +86,7 @@ struct TimerCommand: ParsableCommand {
     /// A session for the daemon: DURATION, the options as text, a preset, --detach (nil for
     /// --plan, --output or --foreground, which run in this process).
     func invocation() throws -> Invocation? {
+        guard rooms == nil else { return nil }
         guard !plan, !json, output == nil, format == nil, fallbackOutput == nil, !foreground else { return nil }
         return Self.daemonSession(duration: duration, options: try optionText(), preset: preset, detach: detach)
     }
@@ -96,6 +100,10 @@ struct TimerCommand: ParsableCommand {
     func run() throws {
         if let session = try invocation() {
             try session.run()
+            return
+        }
+        if let rooms {
+            try startInRooms(rooms)
             return
         }
         let options = try optionText()
@@ -131,6 +139,23 @@ struct TimerCommand: ParsableCommand {
         let renderPath: String? = if case .file(let p, _) = target { p } else { nil }
         let result = TimerRunner(session: session, renderingTo: renderPath, announce: output != nil, preset: chosen?.name).run()
         if result == .failed { throw ExitCode(Exit.failure) }
+    }
+}
+
+extension TimerCommand {
+    /// `timer … --rooms hall,garden`: the daemon sends the sit to every node (it plays here
+    /// too when this node's room is one of them); it returns at once, as --detach does.
+    func startInRooms(_ text: String) throws {
+        if plan || json || output != nil || format != nil || foreground {
+            throw Console.fail(tr("--rooms starts the sit in the daemons of those rooms: it goes without --plan, --output and --foreground",
+                                  "--rooms startet die Sitzung in den Daemons dieser Räume: es geht nicht mit --plan, --output und --foreground"))
+        }
+        let choice: RoomChoice
+        do { choice = try RoomChoice(parsing: text) } catch { throw Console.fail(error) }
+        let status = try control(.timer(TimerStartRequest(preset: preset, options: try optionText(), rooms: choice)), start: true)
+        guard let sent = status.rang else { return }
+        Console.out(tr("a sit in \(sent.rooms) from \(RingCommand.instantText(sent.at)) (stillmoment pause, resume and stop reach every room)",
+                       "eine Sitzung in \(sent.rooms) ab \(RingCommand.instantText(sent.at)) (stillmoment pause, resume und stop erreichen alle Räume)"))
     }
 }
 

@@ -39,6 +39,40 @@ struct AlignedStartTests {
         }
     }
 
+    @Test("a pause that keeps the device, a seek, and a resume heard at an instant: silence up to it, then the timeline from that point, faded in")
+    func resumeAligned() throws {
+        let dir = TempDir()
+        let path = dir.file("resumed.wav")
+        let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: "file:FILE=\(path),FORMAT=wav",
+                                                                                         ringFrames: 8192)))
+        engine.add(Voice(id: 1, source: CountingSource(), start: 0))
+        try engine.start(end: 88200)
+        let deadline = Date().addingTimeInterval(5)
+        while engine.position < 4410 && Date() < deadline { usleep(1000) }
+        engine.pauseKeepingDevice()
+        #expect(engine.state == .paused)
+        engine.seek(to: 22050)
+        engine.resume(heardAt: MonotonicClock.nanoseconds() + 150_000_000)
+        #expect(engine.waitUntilDone(timeout: 10) == .finished)
+        engine.stop()
+        let samples = try WAV.read(path, dataIsFloat: true).samples
+        let frames = samples.count / 2, resumed = 88200 - 22050
+        try #require(frames > resumed + 4410)
+        // The last frames are the timeline from 22050 on (after the fade-in's first ms) ...
+        for k in 4096..<resumed {
+            let i = frames - resumed + k
+            if samples[2 * i] != Float(Int64(22050 + k) % CountingSource.period) * CountingSource.scale {
+                Issue.record("frame \(22050 + k) of the timeline is not the source's after the resume")
+                break
+            }
+        }
+        // ... faded in from nothing, behind at least 100 ms of silence (the instant).
+        let full = Float(Int64(22050) % CountingSource.period) * CountingSource.scale
+        #expect(abs(samples[2 * (frames - resumed)]) < max(abs(full) / 100, 0.001))
+        let silence = (0..<(frames - resumed)).reversed().prefix { samples[2 * $0] == 0 }.count
+        #expect(silence >= 4410, "\(silence) frames of silence before the resume")
+    }
+
     @Test("an instant 50 ms gone: nothing is heard, and the start says it was missed by about that")
     func late() throws {
         let (samples, missed) = try run(lead: -50)

@@ -78,19 +78,23 @@ def channels(path, n):
 
 
 def onsets(samples, threshold=2000, quiet=400, since=0):
-    """The frames where a sound starts (over `threshold` after at least 50 ms under `quiet`)."""
+    """The frames where a sound starts: the first sample over `threshold` in a rise that
+    began (over `quiet`) after at least 50 ms under `quiet`, within 50 ms of it (a gong's
+    attack rises through `quiet` before it passes `threshold`)."""
     out = []
-    calm = 0
     need = RATE // 20
+    last_loud = since - 10 * need
+    rise = None
     for i in range(since, len(samples)):
         v = abs(samples[i])
-        if v > threshold and calm >= need:
-            out.append(i)
-            calm = 0
-        elif v < quiet:
-            calm += 1
-        else:
-            calm = 0
+        if v >= quiet:
+            if i - last_loud > need:
+                rise = i
+            last_loud = i
+        if v > threshold and rise is not None:
+            if i - rise <= need:
+                out.append(i)
+            rise = None
     return out
 
 

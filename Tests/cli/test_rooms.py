@@ -18,7 +18,7 @@ import pytest
 
 import smtest
 from mqttharness import Broker, mosquitto_missing
-from roomsharness import RATE, RoomsPulse, Site, channels, first_onset, stop_recording
+from roomsharness import RATE, RoomsPulse, Site, channels, first_onset, onsets, stop_recording
 
 ROOMS = ["hall", "garden", "dining"]
 
@@ -319,3 +319,100 @@ def test_a_ring_stopped_before_its_instant_leaves_nothing_behind(nodes, site):
     assert "ringing temple-bell here" in r.out, r
     assert first_onset(chans[0]) is not None, log(hall)[-1500:]
     assert "missed" not in log(hall)
+
+
+def sit_state(h):
+    """("paused" or the phase, the source) of what a node plays."""
+    st = h.status()
+    return "paused" if st.get("paused") else st.get("state"), st.get("source")
+
+
+def test_a_sit_in_several_rooms_keeps_every_gong_in_step_through_a_pause_and_resume_from_other_nodes(nodes, site):
+    """`timer … --rooms all` from one node: the start, interval and end gongs in every room
+    within 2 ms; a pause from a second node and a resume from a third reach every room, and
+    the gongs after them are still in step (each node goes on from the point of the timeline
+    all agreed on, at one instant)."""
+    _, pulse = site
+    quiet(nodes)
+    path = os.path.join(nodes[0].dir, f"sit-{time.monotonic_ns()}.raw")
+    rec = pulse.record(nodes[0], path)
+    try:
+        assert smtest.wait_for(lambda: captured_frames(path) > RATE // 2, 10, 0.05), "the capture does not run"
+        r = nodes[0].run("timer", "25s", "--preparation", "off", "--bells", "12s", "--ambience", "off", "--rooms", "all")
+        assert r.rc == 0 and "a sit in all from" in r.out, r
+        assert smtest.wait_for(lambda: all(sit_state(h)[1] == "timer" for h in nodes), 5, 0.05), [log(h)[-800:] for h in nodes]
+        time.sleep(4)
+        r = nodes[1].run("pause")
+        assert r.rc == 0, r
+        assert smtest.wait_for(lambda: all(sit_state(h)[0] == "paused" for h in nodes), 3, 0.05), [h.status() for h in nodes]
+        time.sleep(2.5)
+        r = nodes[2].run("resume")
+        assert r.rc == 0, r
+        assert smtest.wait_for(lambda: all(sit_state(h)[0] not in ("paused", "idle") for h in nodes), 3, 0.05), [h.status() for h in nodes]
+        # The rest of the timeline (21 s) and the end gong's first seconds: four onsets in
+        # every room (the start gong, its ring going on after the resume, the interval bell,
+        # the end gong).
+        assert smtest.wait_for(lambda: all(len(onsets(c)) >= 4 for c in channels(path, len(ROOMS))), 40, 0.5), \
+            [onsets(c) for c in channels(path, len(ROOMS))]
+    finally:
+        stop_recording(rec)
+    per_room = [onsets(c)[:4] for c in channels(path, len(ROOMS))]
+    names = ["start gong", "resume", "interval bell after the pause", "end gong"]
+    for k, name in enumerate(names):
+        at = [o[k] for o in per_room]
+        skew_ms = (max(at) - min(at)) * 1000 / RATE
+        smtest.report(f"rooms: skew between 3 rooms for a sit's {name} (PulseAudio, one machine)", f"{skew_ms:.3f}", "ms",
+                      "<= 2", skew_ms <= 2)
+        assert skew_ms <= 2, (name, per_room)
+    # The pause held the timeline: the interval bell came 12 s of the sit after the start,
+    # plus the pause (2.5 s and more).
+    gap = (per_room[0][2] - per_room[0][0]) / RATE
+    assert 14 < gap < 16.5, per_room
+    assert smtest.wait_for(lambda: all(h.status().get("state") == "idle" for h in nodes), 15, 0.2)
+    for h in nodes:
+        text = log(h)
+        assert "starts at" in text and "pauses at" in text and "resumes at" in text, text[-2000:]
+        assert "missed" not in text
+
+
+def test_a_stop_from_any_node_ends_the_sit_in_every_room_at_one_instant(nodes):
+    quiet(nodes)
+    r = nodes[1].run("timer", "10m", "--preparation", "off", "--rooms", "hall,dining")
+    assert r.rc == 0, r
+    assert smtest.wait_for(lambda: sit_state(nodes[0])[1] == "timer" and sit_state(nodes[2])[1] == "timer", 5, 0.05)
+    # garden is not one of its rooms: it plays nothing, and its own commands are its own.
+    assert sit_state(nodes[1])[0] == "idle"
+    assert nodes[1].run("finish").rc != 0
+    r = nodes[0].run("finish")
+    assert r.rc != 0 and "stop" in r.err and len(r.err_lines) == 1, r
+    r = nodes[0].run("stop")
+    assert r.rc == 0, r
+    assert smtest.wait_for(lambda: all(h.status().get("state") == "idle" for h in nodes), 5, 0.05), [h.status() for h in nodes]
+    stops = []
+    for h in (nodes[0], nodes[2]):
+        line = [ln for ln in log(h).splitlines() if "stops at" in ln][-1]
+        stops.append(line.split("stops at ")[1].split()[0])
+    assert stops[0] == stops[1], stops
+
+
+def test_a_hostile_sit_message_is_ignored_and_plays_nothing(nodes, site):
+    broker, _ = site
+    quiet(nodes)
+    now = int(time.time() * 1000)
+    good = {"v": 1, "id": "s-1", "from": "test", "rooms": "all", "rev": 1, "phase": "playing", "at": now + 500,
+            "position": 0, "timer": {"duration": "10m"}}
+    bad = [dict(good, id="s-2", timer={"duration": "10m", "device": "file:'|touch /tmp/x'"}),
+           dict(good, id="s-3", at=1e300), dict(good, id="s-4", position=-5), dict(good, id="s-5", phase="exploding"),
+           dict(good, id="s-6", rev=0), dict(good, id="s-7", timer={"duration": "1e300"}),
+           dict(good, id="../x", timer={"duration": "10m"}), dict(good, id="s-9", rooms="hall,#")]
+    for p in bad:
+        broker.publish(f"stillmoment-site/home/sit/{p['id'] if '/' not in p['id'] else 'x'}", json.dumps(p))
+    broker.publish("stillmoment-site/home/sit/s-10", "{" * 9000)
+    broker.publish("stillmoment-site/home/sit/s-11", json.dumps(dict(good, id="other")))
+    time.sleep(1.5)
+    for h in nodes:
+        assert h.status().get("state") == "idle", log(h)[-1500:]
+        assert h.daemon.poll() is None
+        assert log(h).count("rooms: ignored a sit") >= 9, log(h)[-3000:]
+    for p in bad + [{"id": "s-10"}, {"id": "s-11"}, {"id": "x"}]:
+        broker.publish(f"stillmoment-site/home/sit/{p['id']}", "")

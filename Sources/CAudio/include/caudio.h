@@ -168,6 +168,9 @@ int sm_realtime_clock_state(int *synchronised, long *esterror_us, long *maxerror
 void sm_output_align(sm_output *out, uint64_t ns);
 /* How late the last aligned start was (ns; 0: on time, or none asked). */
 uint64_t sm_output_align_late(const sm_output *out);
+/* The next SM_REQ_STANDBY holds a paused session (a sit in several rooms): the device runs
+ * on silence, and the session's resume goes on with a fade-in (as a resume does). */
+void sm_output_standby_holds_pause(sm_output *out);
 
 typedef enum sm_request {
     SM_REQ_PAUSE = 1,   /* ramp out (~5 ms), pause the device, flush the ring */

@@ -50,7 +50,12 @@ final class MQTTBridge {
     var keepsDaemon: Bool { running != nil }
 
     /// Something to publish soon (today's total after a session): the loop wakes for it.
-    var dueWithinMs: Int32? { guard connected else { return nil }; return todayDue.map { Int32(max(0, min(1000, ($0 - MonotonicClock.seconds()) * 1000))) } }
+    var dueWithinMs: Int32? {
+        let today = connected ? todayDue.map { Int32(max(0, min(1000, ($0 - MonotonicClock.seconds()) * 1000))) } : nil
+        // A sit in several rooms' change for an instant: due with the broker gone too.
+        guard let sit = rooms?.dueWithinMs else { return today }
+        return min(today ?? .max, sit)
+    }
 
     /// The client's fd for the poll set (nil: none).
     var pollFD: Int32? { client?.fd }
@@ -292,6 +297,7 @@ final class MQTTBridge {
     /// The daemon's events since the last step: state changes become the state topic,
     /// starts and ends the event entity's events; progress updates `remaining` every 10 s.
     func publish(_ events: [Event]) {
+        rooms?.runDue()
         guard client != nil, connected else {
             todayDue = nil     // read again on the next connection's announce
             return

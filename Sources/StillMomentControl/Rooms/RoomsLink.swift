@@ -23,6 +23,25 @@ final class RoomsLink {
     private var published: [String: String] = [:]
     private var timetableVersion: Int64?
     private var versionLookedAt = -Double.infinity
+    /// The sits in several rooms heard of (their newest state), and their timelines' lengths
+    /// in ms (nil: open) where known.
+    private var sits: [String: RoomSit] = [:]
+    private var sitLengths: [String: Int64?] = [:]
+    /// The sit this node plays: its id, the session, and what it is to be (pending changes
+    /// counted: a pause decided for an instant ahead is `paused` already).
+    private var sitID: String?
+    private(set) var sitSession: Int?
+    private var sitLocal: LocalSit = .none
+    /// Changes for an instant: run by `runDue` on the loop's turns (the loop sleeps no
+    /// longer than to the first), in the order of the sit's revisions.
+    private struct Due {
+        var at: UInt64
+        var revision: Int
+        var session: Int
+        var action: Action
+        enum Action { case pause, stop, resume(position: Int64, heardAt: UInt64) }
+    }
+    private var due: [Due] = []
 
     init(host: SessionService, log: Logger, version: String, node: String) {
         self.host = host
@@ -47,6 +66,7 @@ final class RoomsLink {
     private func presenceTopic(_ site: RoomName, _ node: String) -> String { "\(Self.prefix(site))/node/\(node)" }
     private func ringTopic(_ site: RoomName) -> String { "\(Self.prefix(site))/ring" }
     private func timetableTopic(_ site: RoomName, _ uuid: String) -> String { "\(Self.prefix(site))/timetable/\(uuid)" }
+    private func sitTopic(_ site: RoomName, _ id: String) -> String { "\(Self.prefix(site))/sit/\(id)" }
 
     // MARK: the connection
 
@@ -80,6 +100,8 @@ final class RoomsLink {
         client.subscribe("\(Self.prefix(new))/node/+")
         client.subscribe(ringTopic(new))
         client.subscribe("\(Self.prefix(new))/timetable/+")
+        client.subscribe("\(Self.prefix(new))/sit/+")
+        sits = [:]
         published = [:]
         publishTimetable()
     }
@@ -106,6 +128,10 @@ final class RoomsLink {
         }
         if rest.hasPrefix("timetable/") {
             take(timetable: String(rest.dropFirst(10)), payload)
+            return true
+        }
+        if rest.hasPrefix("sit/") {
+            take(sit: String(rest.dropFirst(4)), payload)
             return true
         }
         if rest.hasPrefix("node/") {
@@ -149,6 +175,128 @@ final class RoomsLink {
         } catch {
             log.warning("rooms: ring \(ring.id) from \(ring.from) not played: \(error.words.en)")
         }
+    }
+
+    /// A sit's state (every node's, this one's own included, from the broker): what this
+    /// node does with it is Core's (RoomSit.step); here it is carried out.
+    private func take(sit id: String, _ payload: [UInt8]) {
+        guard RoomRing.isPeerWord(id) else { return }
+        if payload.isEmpty { sits[id] = nil; sitLengths[id] = nil; return }      // cleared by its node
+        let sit: RoomSit
+        do throws(CoreError) {
+            sit = try RoomSit(payload: payload)
+            guard sit.id == id else { throw CoreError.badRequest(.same("its id is not its topic's")) }
+        } catch {
+            log.warning("rooms: ignored a sit: \(error.text(.en))")
+            return
+        }
+        if let known = sits[id], known.revision >= sit.revision { return }     // an old state, or the same again
+        guard sits.count < 100 || sits[id] != nil else {
+            log.warning("rooms: ignored sit \(id): 100 sits are known already")
+            return
+        }
+        sits[id] = sit
+        guard let settings else { return }
+        settle()
+        let local: LocalSit = sitID == id ? sitLocal : .none
+        if sitID != nil, sitID != id, sit.phase == .playing, settings.room.map({ sit.rooms.includes($0) }) == true {
+            log.warning("rooms: sit \(id) from \(sit.from) not joined: this node plays sit \(sitID ?? "") already")
+            return
+        }
+        if sitLengths[id] == nil { sitLengths[id] = host.sitLength(sit.timer) }
+        let now = WallClock.milliseconds()
+        let step = sit.step(room: settings.room, local: local, clock: ClockState.read(), boundMilliseconds: settings.clockBoundMilliseconds,
+                            nowMilliseconds: now, lead: RoomSettings.leadMilliseconds, length: sitLengths[id] ?? nil)
+        switch step {
+        case .nothing, .notHere:
+            return
+        case .over, .tooFar, .clockUnfit:
+            log.warning("rooms: \(step.text(sit))")
+            return
+        case .start(let at, let position, _):
+            do throws(ProtocolError) {
+                let session = try host.startPeerSit(sit.timer, from: position, heardAt: settings.monotonicInstant(realtimeMilliseconds: at))
+                sitID = id
+                sitSession = session
+                sitLocal = .playing
+                log.info("rooms: \(step.text(sit)) in room \(settings.room?.text ?? "-") (session \(session))")
+            } catch {
+                log.warning("rooms: sit \(id) from \(sit.from) not played: \(error.words.en)")
+            }
+        case .pause(let at, _):
+            guard let session = sitSession else { return }
+            sitLocal = .paused
+            due.append(Due(at: settings.monotonicInstant(realtimeMilliseconds: at), revision: sit.revision, session: session, action: .pause))
+            log.info("rooms: \(step.text(sit))")
+        case .resume(let at, let position):
+            guard let session = sitSession else { return }
+            sitLocal = .playing
+            // At once (after any change before it): the device is made ready and silence
+            // written up to the instant.
+            due.append(Due(at: 0, revision: sit.revision, session: session,
+                           action: .resume(position: position, heardAt: settings.monotonicInstant(realtimeMilliseconds: at))))
+            log.info("rooms: \(step.text(sit))")
+        case .stop(let at):
+            guard let session = sitSession else { return }
+            sitLocal = .none
+            due.append(Due(at: settings.monotonicInstant(realtimeMilliseconds: at), revision: sit.revision, session: session, action: .stop))
+            log.info("rooms: \(step.text(sit))")
+        }
+        runDue()
+    }
+
+    /// The sit this node played has ended by itself (its timeline's end, a failure): it is
+    /// no longer this node's.
+    private func settle() {
+        guard let session = sitSession, due.isEmpty else { return }
+        if host.activeSession != session && host.startingID != session {
+            sitID = nil
+            sitSession = nil
+            sitLocal = .none
+        }
+    }
+
+    /// Runs the changes whose instant has come (each with those of earlier revisions first).
+    func runDue() {
+        guard !due.isEmpty else { settle(); return }
+        let now = MonotonicClock.nanoseconds()
+        guard let last = due.filter({ $0.at <= now }).map(\.revision).max() else { return }
+        let run = due.filter { $0.revision <= last }.sorted { $0.revision < $1.revision }
+        due.removeAll { $0.revision <= last }
+        for d in run {
+            switch d.action {
+            case .pause: host.pausePeerSit(d.session)
+            case .resume(let position, let heardAt): host.resumePeerSit(d.session, from: position, heardAt: heardAt)
+            case .stop:
+                host.stopPeerSit(d.session)
+                if sitSession == d.session { sitID = nil; sitSession = nil; sitLocal = .none }
+            }
+        }
+    }
+
+    /// How long the loop may sleep before a change is due (nil: none).
+    var dueWithinMs: Int32? {
+        guard let first = due.map(\.at).min() else { return nil }
+        let now = MonotonicClock.nanoseconds()
+        return first <= now ? 0 : Int32(min(60_000, (first - now + 999_999) / 1_000_000))
+    }
+
+    /// The sit this node plays goes to `phase` for every node, a lead ahead (false: this
+    /// node plays none, or it is in that phase already and nothing is sent).
+    func change(_ phase: RoomSit.Phase) throws(ProtocolError) -> Bool {
+        guard let id = sitID, let current = sits[id] else { return false }
+        let target: LocalSit = phase == .playing ? .playing : (phase == .paused ? .paused : .none)
+        if sitLocal == target { return true }       // so already (or decided for an instant ahead)
+        let next: RoomSit
+        do throws(CoreError) { next = try current.next(phase, at: WallClock.milliseconds() + RoomSettings.leadMilliseconds) } catch {
+            throw ProtocolError(error)
+        }
+        guard send(next) else {
+            throw ProtocolError(.failed, both("the broker did not take the change (the connection was just lost)",
+                                              "der Broker hat die Änderung nicht angenommen (die Verbindung ging eben verloren)"))
+        }
+        log.info("rooms: sit \(id) \(phase.rawValue) for every room at \(next.atMilliseconds)")
+        return true
     }
 
     /// Another node's entry for rooms (kept as a copy in this node's schedule, which rings it
@@ -213,6 +361,34 @@ final class RoomsLink {
         return client.publish(ringTopic(site), ring.payload, retain: false, qos: 1)
     }
 
+    /// A sit's state for every node, retained (a node that joins late plays from the
+    /// point its timeline has reached); this one takes it back from the broker too.
+    func send(_ sit: RoomSit) -> Bool {
+        guard let client, let site else { return false }
+        return client.publish(sitTopic(site, sit.id), sit.payload, retain: true, qos: 1)
+    }
+
+    /// This node's sits that are over (stopped, or their timeline ended) a minute ago:
+    /// removed from the broker, so that it keeps no more than the sits under way.
+    private func clearOver() {
+        guard let client, let site else { return }
+        let now = WallClock.milliseconds()
+        for (id, sit) in sits where sit.from == node {
+            var over = false
+            switch sit.phase {
+            case .stopped: over = now - sit.atMilliseconds > 60_000
+            case .playing: if let length = sitLengths[id] ?? nil { over = sit.position(at: now) > length + 60_000 }
+            case .paused: over = now - sit.atMilliseconds > 24 * 3_600_000
+            }
+            if over {
+                client.publish(sitTopic(site, id), "", retain: true, qos: 1)
+                sits[id] = nil
+                sitLengths[id] = nil
+                log.info("rooms: sit \(id) is over: removed from the broker")
+            }
+        }
+    }
+
     private func me() -> RoomNode? {
         guard let settings else { return nil }
         let clock = lastClock ?? ClockState.read()
@@ -244,6 +420,7 @@ final class RoomsLink {
         }
         guard client != nil, now - clockLookedAt >= 60 else { return }
         clockLookedAt = now
+        clearOver()
         let clock = ClockState.read()
         let before = lastClock
         lastClock = clock

@@ -52,3 +52,112 @@ extension SessionService {
         return s
     }
 }
+
+// MARK: a sit in several rooms
+
+extension SessionService {
+    /// `timer … --rooms`: the sit as this node resolves it (settings, preset, options; the
+    /// random bells' seed fixed, no device) sent to every node for an instant a little
+    /// ahead; this node plays it too when its room is one of them, as every node does.
+    func startRoomSit(_ configuration: TimerConfiguration, preset: Preset?, options: TimerStartRequest,
+                      rooms: RoomChoice) throws(ProtocolError) -> Status {
+        guard let link = roomsLink, link.isConnected else {
+            throw ProtocolError(.failed, both("a sit in several rooms goes through the MQTT broker, and this node is not connected to one (stillmoment mqtt status)",
+                                              "eine Sitzung in mehreren Räumen geht über den MQTT-Broker, und dieser Knoten ist mit keinem verbunden (stillmoment mqtt status)"))
+        }
+        let sit: RoomSit
+        do throws(CoreError) {
+            var request = try TimerRequest(text: try Settings.load().timerValues)
+            if let preset { request = request.overlaid(by: preset.request) }
+            request = request.overlaid(by: try options.request())
+            request.device = nil
+            request.seed = configuration.seed
+            sit = try RoomSit(id: UUID().uuidString.lowercased(), from: link.node, rooms: rooms, revision: 1, phase: .playing,
+                              atMilliseconds: WallClock.milliseconds() + RoomSettings.leadMilliseconds, position: 0, timer: request)
+        } catch {
+            throw ProtocolError(error)
+        }
+        guard link.send(sit) else {
+            throw ProtocolError(.failed, both("the broker did not take the sit (the connection was just lost)",
+                                              "der Broker hat die Sitzung nicht angenommen (die Verbindung ging eben verloren)"))
+        }
+        log.info("sit \(sit.id) for rooms \(rooms) at \(sit.atMilliseconds)")
+        var s = status()
+        s.rang = .init(id: sit.id, bell: configuration.gong.id, at: sit.atMilliseconds, rooms: rooms.description)
+        return s
+    }
+
+    /// A pause, resume or stop of the sit in several rooms this node plays: a new state of
+    /// the sit for every node, a lead ahead (nil: the session playing is not such a sit, or
+    /// the broker is gone, and the request is this node's alone).
+    func roomSitChange(_ phase: RoomSit.Phase) throws(ProtocolError) -> Status? {
+        guard let link = roomsLink, let a = active, link.sitSession == a.id else { return nil }
+        guard link.isConnected else {
+            log.warning("rooms: the broker is gone: \(phase.rawValue) of the sit in several rooms is this node's only")
+            return nil
+        }
+        guard try link.change(phase) else { return nil }
+        return status()
+    }
+
+    /// A peer's sit starts here: its timer over this node's settings (its own device), the
+    /// timeline at `from` ms heard at `heardAt` (CLOCK_MONOTONIC ns).
+    func startPeerSit(_ timer: TimerRequest, from: Int64, heardAt: UInt64) throws(ProtocolError) -> Int {
+        let catalog: SoundCatalog
+        let configuration: TimerConfiguration
+        do throws(CoreError) {
+            catalog = try SoundCatalog.withCustomSounds(store: store)
+            let settings = try Settings.load()
+            var request = try TimerRequest(text: settings.timerValues).overlaid(by: timer)
+            request.device = try DeviceName.setting(settings)
+            configuration = try TimerConfiguration(request: request, catalog: catalog)
+        } catch {
+            throw ProtocolError(error)
+        }
+        return try launchTimer(configuration, catalog: catalog, preset: nil, scheduled: false, heardAt: heardAt, from: from)
+    }
+
+    /// The sit in several rooms playing here as session `id`, paused now (the instant).
+    func pausePeerSit(_ id: Int) {
+        guard let s = active, s.id == id, case .timer(let t) = s.player else { return }
+        if !s.paused.exchange(true, ordering: .acquiringAndReleasing) {
+            s.command(on: worker, "pause") { t.pauseForRooms() }
+            log.info("session \(s.id) paused (a sit in several rooms)")
+        }
+    }
+
+    /// It goes on from `position` ms of its timeline, heard at `heardAt`.
+    func resumePeerSit(_ id: Int, from position: Int64, heardAt: UInt64) {
+        guard let s = active, s.id == id, case .timer(let t) = s.player else { return }
+        if s.paused.exchange(false, ordering: .acquiringAndReleasing) {
+            s.command(on: worker, "resume") { t.resume(from: position, heardAt: heardAt) }
+            log.info("session \(s.id) resumes from \(position) ms (a sit in several rooms)")
+        }
+    }
+
+    /// It ends here now (the instant), fading out as a stop does.
+    func stopPeerSit(_ id: Int) {
+        if active == nil, let st = startingID, st == id {
+            _ = try? stopLocal()
+            return
+        }
+        guard let s = active, s.id == id else { return }
+        _ = try? stopLocal()
+    }
+
+    /// The length of a peer's sit's timeline here, in ms (nil: open, or not known: its sounds
+    /// are not all here, which the start will say).
+    func sitLength(_ timer: TimerRequest) -> Int64? {
+        do throws(CoreError) {
+            let catalog = try SoundCatalog.withCustomSounds(store: store)
+            let settings = try Settings.load()
+            var request = try TimerRequest(text: settings.timerValues).overlaid(by: timer)
+            request.device = .null
+            let configuration = try TimerConfiguration(request: request, catalog: catalog)
+            if configuration.openEnded { return nil }
+            return try TimerSession.plan(for: configuration, catalog: catalog).total * 1000 / 44100
+        } catch {
+            return nil
+        }
+    }
+}

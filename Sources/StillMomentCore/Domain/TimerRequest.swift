@@ -183,6 +183,42 @@ public struct TimerRequest: Sendable, Equatable, Codable {
         return r
     }
 
+    /// The options this request sets, as they would be typed (keyed like the options;
+    /// `TimerRequest(text:)` reads them back to the same request): a preset's listing, and
+    /// a sit in several rooms as it travels between nodes.
+    public var text: [String: String] {
+        var o: [String: String] = [:]
+        func time(_ ms: Int64?) -> String? { ms.map(TimeText.compact) }
+        func volume(_ v: Double?) -> String? { v.map { String($0) } }
+        o["duration"] = time(duration)
+        o["preparation"] = preparation.map { $0 == 0 ? "off" : TimeText.compact($0) }
+        o["gong"] = gong
+        o["gong-volume"] = volume(gongVolume)
+        o["strikes"] = strikes.map(String.init)
+        switch interval {
+        case .off?: o["interval"] = "off"
+        case .on?: o["interval"] = "on"
+        case .every(let ms)?: o["interval"] = TimeText.compact(ms)
+        case nil: break
+        }
+        o["interval-length"] = time(intervalLength)
+        o["interval-mode"] = intervalMode?.rawValue
+        o["interval-gong"] = intervalGong
+        o["interval-volume"] = volume(intervalVolume)
+        o["bells"] = bells.map { $0.map { ($0.fromEnd ? "-" : "") + TimeText.compact($0.milliseconds) }.joined(separator: ",") }
+        o["sections"] = sections?.description
+        o["section-gong"] = sectionGong
+        o["section-strikes"] = sectionStrikes.map { "\($0.intoWalk),\($0.intoSit)" }
+        o["random-bells"] = randomBells.map { "\(TimeText.compact($0.minimum))-\(TimeText.compact($0.maximum))" }
+        o["seed"] = seed.map { String($0) }
+        o["ambience"] = ambience
+        o["ambience-volume"] = volume(ambienceVolume)
+        o["ambience-during"] = ambienceDuringWalks.map { $0 ? "all" : "sit" }
+        o["device"] = device?.text
+        o["open"] = open.map { $0 ? "yes" : "no" }
+        return o
+    }
+
     /// The app's defaults (Settings.defaults, parsed).
     public static var defaults: TimerRequest {
         var r = TimerRequest()

@@ -8,7 +8,7 @@ import StillMomentAudio
 public struct RoomRing: Sendable, Equatable {
     /// An id, a node or a sound's id from a peer: 1 to `most` bytes of a–z, A–Z, 0–9, - and _
     /// (a topic level and a word in a log line; the one check of such words in rooms).
-    static func isPeerWord(_ s: String, most: Int = 64) -> Bool {
+    public static func isPeerWord(_ s: String, most: Int = 64) -> Bool {
         !s.isEmpty && s.utf8.count <= most
             && s.unicodeScalars.allSatisfy { ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "-" || $0 == "_" }
     }

@@ -33,9 +33,16 @@ public final class TimerSession: Session {
 
     /// Opens the output and the sounds and schedules the whole session. Errors here
     /// (a device that cannot open, a damaged sound) come before anything plays.
+    /// For a sit in several rooms: the instant (CLOCK_MONOTONIC ns) its timeline's frame at
+    /// `from` ms is heard (nil: at once, from its start).
+    public let heardAt: UInt64?
+    public let from: Int64
+
     public init(configuration: TimerConfiguration, catalog: SoundCatalog, output: SessionOutput,
-                sampleRate: Int = 44100) throws(CoreError) {
+                sampleRate: Int = 44100, heardAt: UInt64? = nil, from: Int64 = 0) throws(CoreError) {
         self.configuration = configuration
+        self.heardAt = heardAt
+        self.from = max(0, from)
         let engine = try output.makeEngine(sampleRate: sampleRate)
         self.engine = engine
         let rate = engine.sampleRate
@@ -125,7 +132,23 @@ public final class TimerSession: Session {
     }
 
     public func start() throws(CoreError) {
-        do { try engine.start(end: plan.total) } catch { throw CoreError.audio(error) }
+        if from > 0 { engine.seek(to: frame(ms: from)) }     // queued: the first thing rendered
+        do { try engine.start(end: plan.total, heardAt: heardAt) } catch { throw CoreError.audio(error) }
+    }
+
+    private func frame(ms: Int64) -> Int64 { ms * Int64(engine.sampleRate) / 1000 }
+
+    /// Where its timeline is heard now, in ms.
+    public var positionMilliseconds: Int64 { engine.position * 1000 / Int64(engine.sampleRate) }
+
+    /// The timeline's length in ms (nil for an open sit, which has none planned).
+    public var lengthMilliseconds: Int64? { configuration.openEnded ? nil : plan.total * 1000 / Int64(engine.sampleRate) }
+
+    /// A sit in several rooms goes on: from `position` ms of its timeline (where every node
+    /// agreed it stood), its first frame heard at `instant` (CLOCK_MONOTONIC ns).
+    public func resume(from position: Int64, heardAt instant: UInt64) {
+        engine.seek(to: frame(ms: position))
+        engine.resume(heardAt: instant)
     }
 
     public var position: Int64 { engine.position }
@@ -144,6 +167,8 @@ public final class TimerSession: Session {
     public var isPaused: Bool { engine.state == .paused }
 
     public func pause() { engine.pause() }
+    /// A sit in several rooms pauses with its device running (its resume is to the frame).
+    public func pauseForRooms() { engine.pauseKeepingDevice() }
     public func resume() { engine.resume() }
 
     // MARK: Session
