@@ -147,6 +147,8 @@ int sm_alsa_is_pulse_plugin(sm_backend *b);
 void sm_alsa_warm(const char *name);
 int sm_pulse_available(void);
 sm_backend *sm_pulse_open(const sm_backend_config *c, sm_error *e);
+/* snapserver's pipe (fifo.c): c->name is the FIFO's path (NULL: /tmp/snapfifo). */
+sm_backend *sm_fifo_open(const sm_backend_config *c, sm_error *e);
 
 /* The device-name policy (device.c): which backend plays `device` (NULL: "default"). The
  * name shown in messages is written to `shown`. */

@@ -4,6 +4,8 @@
  *   "pulse", "pulse:SINK"  a native PulseAudio stream (pulse.c) on the default sink or
  *                          SINK; "pulse" goes through ALSA's plugin only when libpulse
  *                          is missing
+ *   "snapcast", "snapcast:/PATH"  snapserver's pipe source (fifo.c) at /tmp/snapfifo or
+ *                          PATH, for Snapcast's clients in several rooms
  *   "alsa:NAME"            the ALSA PCM NAME, whatever it is called
  *   anything else          the ALSA PCM of that name (alsa.c); when it leads to ALSA's
  *                          PulseAudio plugin (as "default" does on a desktop), the same
@@ -30,11 +32,17 @@ typedef struct device_name {
     const char *sink;   /* the sink of "pulse:SINK" (NULL: the default sink) */
     int pulse;          /* 2: a native stream; 1: one if libpulse loads ("pulse"); 0: ALSA */
     int forced_alsa;    /* "alsa:NAME": ALSA even where it leads to the PulseAudio plugin */
+    int snapcast;       /* "snapcast[:PATH]": the pipe at `sink` (NULL: the default path) */
 } device_name;
 
 static device_name read_name(const char *device) {
-    device_name d = { (device && *device) ? device : "default", NULL, 0, 0 };
-    if (strncmp(d.name, "alsa:", 5) == 0 && d.name[5]) {
+    device_name d = { (device && *device) ? device : "default", NULL, 0, 0, 0 };
+    if (strcmp(d.name, "snapcast") == 0) {
+        d.snapcast = 1;
+    } else if (strncmp(d.name, "snapcast:", 9) == 0 && d.name[9]) {
+        d.snapcast = 1;
+        d.sink = d.name + 9;
+    } else if (strncmp(d.name, "alsa:", 5) == 0 && d.name[5]) {
         d.name += 5;
         d.forced_alsa = 1;
     } else if (strcmp(d.name, "pulse") == 0) {
@@ -103,7 +111,7 @@ int sm_backend_warm_finish(int timeout_ms) {
 static void *warm(void *arg) {
     char *device = arg;
     device_name d = read_name(device);
-    if (!plays_native(d)) sm_alsa_warm(d.name);   /* a pulse name has loaded libpulse by now */
+    if (!d.snapcast && !plays_native(d)) sm_alsa_warm(d.name);   /* a pulse name has loaded libpulse by now */
     free(device);
     warm_finished();
     return NULL;
@@ -149,8 +157,13 @@ sm_backend *sm_backend_open(const char *device, uint32_t rate, uint32_t buffer_u
                             int raise_threads, char *shown, size_t shown_size, sm_error *e) {
     wait_warm();
     device_name d = read_name(device);
-    int pulse = plays_native(d);
     snprintf(shown, shown_size, "%s", d.name);
+    if (d.snapcast) {
+        sm_backend_config f = { .name = d.sink, .rate = rate, .buffer_us = buffer_us, .periods = periods,
+                                .raise_threads = raise_threads };
+        return sm_fifo_open(&f, e);
+    }
+    int pulse = plays_native(d);
     sm_backend_config c = { .name = pulse ? d.sink : d.name, .rate = rate, .buffer_us = buffer_us,
                             .periods = periods, .raise_threads = raise_threads };
     if (pulse) return open_pulse(&c, shown, e);

@@ -194,8 +194,16 @@ public final class AudioEngine: Sendable {
     /// Returns at once; `waitUntilDone` waits for the ring-out.
     public func finish(_ plan: FinishPlan) { core.post(.finish(plan)) }
 
-    /// Fades out and freezes the timeline; returns once the output is silent.
-    public func pause() { core.call(.pause) }
+    /// Fades out and freezes the timeline; returns once the output is silent. On
+    /// snapserver's pipe the stream goes on with silence meanwhile (its source would dry
+    /// out, and every room's client start again).
+    public func pause() {
+        if case .device(let c) = sink, case .snapcast = c.name.form {
+            core.call(.pauseRunning)
+        } else {
+            core.call(.pause)
+        }
+    }
 
     /// Fades out and freezes the timeline, the device kept running on silence meanwhile (a
     /// sit in several rooms: its aligned resume is met to the frame, as on a device the

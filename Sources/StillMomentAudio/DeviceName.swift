@@ -12,6 +12,9 @@
 //                                       defines (front, hdmi, iec958, a ~/.asoundrc name, …);
 //                                       ALSA itself refuses a name it does not define
 //   alsa:NAME                           any of the ALSA forms above, forced to ALSA
+//   snapcast, snapcast:/PATH            snapserver's pipe source (/tmp/snapfifo, or PATH:
+//                                       absolute, [A-Za-z0-9_.-/], no "." or ".." part; the
+//                                       backend opens only a named pipe, never a link)
 //
 // `file`, `tee` and `shm` are refused by name, and no other KEY= than CARD, DEV and
 // SUBDEV, no quotes, braces, `|`, `$`, `/`, spaces or dots get through. The tests' own
@@ -31,6 +34,8 @@ public struct DeviceName: Sendable, Hashable, CustomStringConvertible {
         case configured(String)     // a PCM defined by ALSA's configuration
         case null
         case testFile
+        /// snapserver's pipe (nil: its default path).
+        case snapcast(pipe: String?)
     }
 
     public let form: Form
@@ -88,6 +93,16 @@ public struct DeviceName: Sendable, Hashable, CustomStringConvertible {
             self.init(trusted: text, form: .pulse(sink: nil))
             return
         }
+        if text == "snapcast" {
+            self.init(trusted: text, form: .snapcast(pipe: nil))
+            return
+        }
+        if text.hasPrefix("snapcast:") {
+            let path = String(text.dropFirst(9))
+            guard Self.isPipePath(path) else { throw .badPipe(Self.shown(text)) }
+            self.init(trusted: text, form: .snapcast(pipe: path))
+            return
+        }
         if text.hasPrefix("pulse:") {
             let sink = String(text.dropFirst(6))
             guard (1...128).contains(sink.utf8.count), sink.utf8.allSatisfy(Self.isSinkByte) else {
@@ -97,6 +112,15 @@ public struct DeviceName: Sendable, Hashable, CustomStringConvertible {
             return
         }
         self.init(trusted: text, form: try Self.alsaForm(text, whole: text, allowingTestFiles: allowingTestFiles))
+    }
+
+    /// A pipe's path: absolute, at most 200 bytes of letters, digits, '_', '.', '-' and '/',
+    /// no empty, "." or ".." part.
+    static func isPipePath(_ path: String) -> Bool {
+        guard path.hasPrefix("/"), (2...200).contains(path.utf8.count),
+              path.utf8.allSatisfy({ isSinkByte($0) || $0 == UInt8(ascii: "/") }) else { return false }
+        let parts = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        return parts.allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." }
     }
 
     // MARK: the ALSA forms
@@ -215,6 +239,7 @@ public enum DeviceNameError: Error, Sendable, Equatable, CustomStringConvertible
     case inlineDefinition(String)
     case writesFiles(String)
     case badSink(String)
+    case badPipe(String)
     case unknownForm(String)
 
     /// A stable code for the wire and the tests.
@@ -226,6 +251,7 @@ public enum DeviceNameError: Error, Sendable, Equatable, CustomStringConvertible
         case .inlineDefinition: return "device-inline-definition"
         case .writesFiles: return "device-writes-files"
         case .badSink: return "device-bad-sink"
+        case .badPipe: return "device-bad-pipe"
         case .unknownForm: return "device-unknown-form"
         }
     }
@@ -240,6 +266,7 @@ public enum DeviceNameError: Error, Sendable, Equatable, CustomStringConvertible
             return "'\(s)' is an inline ALSA definition (KEY=…, {…}, |, quotes), which is refused; " + forms
         case .writesFiles(let s): return "'\(s)' writes audio to a file or another program, which is refused; " + forms
         case .badSink(let s): return "'\(s)': a PulseAudio sink name is 1 to 128 letters, digits, '_', '.' or '-' (`pactl list short sinks`)"
+        case .badPipe(let s): return "'\(s)': snapserver's pipe is an absolute path of letters, digits, '_', '.', '-' and '/' (no '..'), at most 200 characters"
         case .unknownForm(let s): return "'\(s)' is not a device name stillmoment plays on; " + forms
         }
     }

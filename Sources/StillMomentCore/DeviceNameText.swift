@@ -30,6 +30,7 @@ extension DeviceNameError {
             return "'\(s)' ist eine ALSA-Definition im Namen (SCHLÜSSEL=…, {…}, |, Anführungszeichen), die abgelehnt wird; " + forms
         case .writesFiles(let s): return "'\(s)' schreibt den Ton in eine Datei oder ein anderes Programm, das wird abgelehnt; " + forms
         case .badSink(let s): return "'\(s)': ein PulseAudio-Senkenname hat 1 bis 128 Buchstaben, Ziffern, '_', '.' oder '-' (`pactl list short sinks`)"
+        case .badPipe(let s): return "'\(s)': die Pipe von snapserver ist ein absoluter Pfad aus Buchstaben, Ziffern, '_', '.', '-' und '/' (kein '..'), höchstens 200 Zeichen"
         case .unknownForm(let s): return "'\(s)' ist kein Gerätename, auf dem stillmoment spielt; " + forms
         }
     }

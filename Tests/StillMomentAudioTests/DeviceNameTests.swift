@@ -18,6 +18,8 @@ struct DeviceNameTests {
         ("front:CARD=PCH,DEV=0", .configured("front:CARD=PCH,DEV=0")), ("hdmi:CARD=vc4hdmi,DEV=0", .configured("hdmi:CARD=vc4hdmi,DEV=0")),
         ("iec958:CARD=PCH,DEV=0", .configured("iec958:CARD=PCH,DEV=0")), ("my-dac", .configured("my-dac")),
         ("equal", .configured("equal")), ("  hw:1,0 \n", .card("hw:1,0")),
+        ("snapcast", .snapcast(pipe: nil)), ("snapcast:/tmp/snapfifo", .snapcast(pipe: "/tmp/snapfifo")),
+        ("snapcast:/run/snapserver/meditation-1.fifo", .snapcast(pipe: "/run/snapserver/meditation-1.fifo")),
     ]
 
     @Test("the forms a user plays on are accepted, as what they are")
@@ -56,6 +58,12 @@ struct DeviceNameTests {
         ("pulse:../x", .badSink("pulse:../x")), ("pulse:x|y", .inlineDefinition("pulse:x|y")), ("alsa:", .unknownForm("alsa:")),
         ("", .empty), ("   ", .empty), ("hw:1,0\u{7}", .notPrintable("hw:1,0")), ("hdmi\u{202E}", .notPrintable("hdmi")),
         (String(repeating: "a", count: 257), .tooLong),
+        ("snapcast:", .badPipe("snapcast:")), ("snapcast:tmp/x", .badPipe("snapcast:tmp/x")),
+        ("snapcast:/tmp/../etc/passwd", .badPipe("snapcast:/tmp/../etc/passwd")), ("snapcast:/tmp//x", .badPipe("snapcast:/tmp//x")),
+        ("snapcast:/tmp/./x", .badPipe("snapcast:/tmp/./x")), ("snapcast:/tmp/x/", .badPipe("snapcast:/tmp/x/")),
+        ("snapcast:/x|y", .inlineDefinition("snapcast:/x|y")), ("snapcast:/a b", .notPrintable("snapcast:/a b")),
+        ("snapcast:/x;rm", .badPipe("snapcast:/x;rm")), ("snapcast:/x=1", .badPipe("snapcast:/x=1")),
+        ("snapcast:/" + String(repeating: "a", count: 200), .badPipe("snapcast:/" + String(repeating: "a", count: 69) + "…")),
     ]
 
     @Test("inline definitions, file and command plugins, and anything unknown are refused with the reason")
