@@ -98,6 +98,24 @@ def onsets(samples, threshold=2000, quiet=400, since=0):
     return out
 
 
+def onsets_fast(samples, threshold=2000, quiet=400):
+    """onsets(), found fast on a long capture (minutes): 10-ms blocks' peaks first (at C
+    speed), then sample by sample only in a block that rises after 40 ms of quiet."""
+    block = RATE // 100
+    peaks = [max(map(abs, samples[i:i + block]), default=0) for i in range(0, len(samples), block)]
+    out = []
+    for k in range(5, len(peaks)):
+        # The block where the peak first passes the threshold (block k-1 may hold the start
+        # of the rise), after four quiet ones.
+        if peaks[k] > threshold >= peaks[k - 1] and all(p < quiet for p in peaks[k - 5:k - 1]):
+            start = (k - 1) * block
+            for i in range(start, min(len(samples), start + 2 * block)):
+                if abs(samples[i]) > threshold:
+                    out.append(i)
+                    break
+    return out
+
+
 def first_onset(samples, since=0, threshold=2000):
     """The first frame over `threshold` at or after `since` (None: silent)."""
     for i in range(since, len(samples)):

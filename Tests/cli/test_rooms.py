@@ -393,6 +393,33 @@ def test_a_stop_from_any_node_ends_the_sit_in_every_room_at_one_instant(nodes):
         line = [ln for ln in log(h).splitlines() if "stops at" in ln][-1]
         stops.append(line.split("stops at ")[1].split()[0])
     assert stops[0] == stops[1], stops
+    # The node that started it, in none of its rooms, pauses and stops it too.
+    r = nodes[1].run("timer", "10m", "--preparation", "off", "--rooms", "hall,dining")
+    assert r.rc == 0, r
+    assert smtest.wait_for(lambda: sit_state(nodes[0])[1] == "timer" and sit_state(nodes[2])[1] == "timer", 5, 0.05)
+    assert nodes[1].run("pause").rc == 0
+    assert smtest.wait_for(lambda: sit_state(nodes[0])[0] == "paused" and sit_state(nodes[2])[0] == "paused", 3, 0.05)
+    assert nodes[1].run("stop").rc == 0
+    assert smtest.wait_for(lambda: all(h.status().get("state") == "idle" for h in nodes), 5, 0.05), [h.status() for h in nodes]
+
+
+def test_a_sit_from_another_node_never_interrupts_what_plays_here(nodes):
+    quiet(nodes)
+    dining = nodes[2]
+    assert dining.run("timer", "10m", "--preparation", "off", "--detach").rc == 0
+    assert smtest.wait_for(lambda: sit_state(dining)[1] == "timer", 5, 0.05)
+    own = dining.status().get("session")
+    assert nodes[0].run("timer", "10m", "--preparation", "off", "--rooms", "all").rc == 0
+    assert smtest.wait_for(lambda: sit_state(nodes[1])[1] == "timer", 5, 0.05)
+    time.sleep(0.5)
+    assert dining.status().get("session") == own
+    assert "not played: something plays here" in log(dining)
+    # Its own stop is its own: the others' sit goes on.
+    assert dining.run("stop").rc == 0
+    assert dining.wait_idle(10).get("state") == "idle"
+    assert sit_state(nodes[1])[1] == "timer"
+    assert nodes[0].run("stop").rc == 0
+    assert smtest.wait_for(lambda: all(h.status().get("state") == "idle" for h in nodes), 5, 0.05)
 
 
 def test_a_hostile_sit_message_is_ignored_and_plays_nothing(nodes, site):

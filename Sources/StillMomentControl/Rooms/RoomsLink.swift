@@ -32,6 +32,8 @@ final class RoomsLink {
     private var sitID: String?
     private(set) var sitSession: Int?
     private var sitLocal: LocalSit = .none
+    /// Times this node joined its sit again after missing the instant (at most 3 a sit).
+    private var rejoins = 0
     /// Changes for an instant: run by `runDue` on the loop's turns (the loop sleeps no
     /// longer than to the first), in the order of the sit's revisions.
     private struct Due {
@@ -219,6 +221,7 @@ final class RoomsLink {
                 sitID = id
                 sitSession = session
                 sitLocal = .playing
+                rejoins = 0
                 log.info("rooms: \(step.text(sit)) in room \(settings.room?.text ?? "-") (session \(session))")
             } catch {
                 log.warning("rooms: sit \(id) from \(sit.from) not played: \(error.words.en)")
@@ -258,7 +261,11 @@ final class RoomsLink {
 
     /// Runs the changes whose instant has come (each with those of earlier revisions first).
     func runDue() {
-        guard !due.isEmpty else { settle(); return }
+        guard !due.isEmpty else {
+            settle()
+            rejoinIfMissed()
+            return
+        }
         let now = MonotonicClock.nanoseconds()
         guard let last = due.filter({ $0.at <= now }).map(\.revision).max() else { return }
         let run = due.filter { $0.revision <= last }.sorted { $0.revision < $1.revision }
@@ -274,6 +281,40 @@ final class RoomsLink {
         }
     }
 
+    /// The one sit under way that this node started for other rooms than its own (nil: none,
+    /// or more than one: which is meant is not known).
+    var ownSitElsewhere: RoomSit? {
+        let now = WallClock.milliseconds()
+        let mine = sits.values.filter { sit in
+            guard sit.from == node, sit.phase != .stopped, sit.id != sitID else { return false }
+            if let length = sitLengths[sit.id] ?? nil, sit.position(at: now) >= length { return false }
+            return true
+        }
+        return mine.count == 1 ? mine.first : nil
+    }
+
+    /// The sit's session here missed its instant (its device could not meet it, and it plays
+    /// at no volume rather than late): it joins again a second ahead, at the point the
+    /// timeline will have reached then, at most 3 times a sit.
+    private func rejoinIfMissed() {
+        guard let session = sitSession, let id = sitID, sitLocal == .playing, let sit = sits[id], let settings,
+              let missed = host.sitMissedStart(session) else { return }
+        guard rejoins < 3 else { return }
+        rejoins += 1
+        let step = sit.step(room: settings.room, local: .none, clock: ClockState.read(), boundMilliseconds: settings.clockBoundMilliseconds,
+                            nowMilliseconds: WallClock.milliseconds(), lead: 1000,    // the session it replaces fades out first
+                            length: sitLengths[id] ?? nil)
+        guard case .start(let at, let position, _) = step else { return }
+        do throws(ProtocolError) {
+            let again = try host.startPeerSit(sit.timer, from: position, heardAt: settings.monotonicInstant(realtimeMilliseconds: at),
+                                             replacing: session)
+            sitSession = again
+            log.warning("rooms: sit \(id) missed its instant here by \(Int(missed * 1000)) ms: joins again at \(position) ms of its timeline (session \(again))")
+        } catch {
+            log.warning("rooms: sit \(id) missed its instant here by \(Int(missed * 1000)) ms and cannot join again: \(error.words.en)")
+        }
+    }
+
     /// How long the loop may sleep before a change is due (nil: none).
     var dueWithinMs: Int32? {
         guard let first = due.map(\.at).min() else { return nil }
@@ -284,9 +325,19 @@ final class RoomsLink {
     /// The sit this node plays goes to `phase` for every node, a lead ahead (false: this
     /// node plays none, or it is in that phase already and nothing is sent).
     func change(_ phase: RoomSit.Phase) throws(ProtocolError) -> Bool {
-        guard let id = sitID, let current = sits[id] else { return false }
-        let target: LocalSit = phase == .playing ? .playing : (phase == .paused ? .paused : .none)
-        if sitLocal == target { return true }       // so already (or decided for an instant ahead)
+        let id: String, current: RoomSit
+        if let mine = sitID, let s = sits[mine] {
+            id = mine
+            current = s
+            let target: LocalSit = phase == .playing ? .playing : (phase == .paused ? .paused : .none)
+            if sitLocal == target { return true }       // so already (or decided for an instant ahead)
+        } else if let other = ownSitElsewhere {
+            id = other.id
+            current = other
+            if current.phase == phase { return true }
+        } else {
+            return false
+        }
         let next: RoomSit
         do throws(CoreError) { next = try current.next(phase, at: WallClock.milliseconds() + RoomSettings.leadMilliseconds) } catch {
             throw ProtocolError(error)

@@ -90,9 +90,14 @@ extension SessionService {
     /// A pause, resume or stop of the sit in several rooms this node plays: a new state of
     /// the sit for every node, a lead ahead (nil: the session playing is not such a sit, or
     /// the broker is gone, and the request is this node's alone).
+    /// A node that started a sit for other rooms than its own (nothing plays here) changes
+    /// that sit the same way.
     func roomSitChange(_ phase: RoomSit.Phase) throws(ProtocolError) -> Status? {
-        guard let link = roomsLink, let a = active, link.sitSession == a.id else { return nil }
+        guard let link = roomsLink else { return nil }
+        let here = active.map { link.sitSession == $0.id } ?? false
+        guard here || (active == nil && startingID == nil && link.ownSitElsewhere != nil) else { return nil }
         guard link.isConnected else {
+            if !here { return nil }
             log.warning("rooms: the broker is gone: \(phase.rawValue) of the sit in several rooms is this node's only")
             return nil
         }
@@ -102,19 +107,26 @@ extension SessionService {
 
     /// A peer's sit starts here: its timer over this node's settings (its own device), the
     /// timeline at `from` ms heard at `heardAt` (CLOCK_MONOTONIC ns).
-    func startPeerSit(_ timer: TimerRequest, from: Int64, heardAt: UInt64) throws(ProtocolError) -> Int {
-        let catalog: SoundCatalog
-        let configuration: TimerConfiguration
-        do throws(CoreError) {
-            catalog = try SoundCatalog.withCustomSounds(store: store)
-            let settings = try Settings.load()
-            var request = try TimerRequest(text: settings.timerValues).overlaid(by: timer)
-            request.device = try DeviceName.setting(settings)
-            configuration = try TimerConfiguration(request: request, catalog: catalog)
-        } catch {
-            throw ProtocolError(error)
+    func startPeerSit(_ timer: TimerRequest, from: Int64, heardAt: UInt64, replacing: Int? = nil) throws(ProtocolError) -> Int {
+        // As the schedule's entries: what plays here is never interrupted by a peer (but the
+        // sit's own session, started again, replaces itself).
+        guard deviceFree || (replacing != nil && activeSession == replacing) else {
+            throw ProtocolError(.busy, both("something plays here", "hier spielt etwas"))
         }
+        let (configuration, catalog): (TimerConfiguration, SoundCatalog)
+        do { (configuration, catalog) = try peerSit(timer) } catch { throw ProtocolError(error) }
         return try launchTimer(configuration, catalog: catalog, preset: nil, scheduled: false, heardAt: heardAt, from: from)
+    }
+
+    /// A peer's sit as this node plays it: the sit's timer over this node's settings (the
+    /// options the sit leaves unset, which its maker fills from its own), on this node's
+    /// device.
+    private func peerSit(_ timer: TimerRequest) throws(CoreError) -> (TimerConfiguration, SoundCatalog) {
+        let catalog = try SoundCatalog.withCustomSounds(store: store)
+        let settings = try Settings.load()
+        var request = try TimerRequest(text: settings.timerValues).overlaid(by: timer)
+        request.device = try DeviceName.setting(settings)
+        return (try TimerConfiguration(request: request, catalog: catalog), catalog)
     }
 
     /// The sit in several rooms playing here as session `id`, paused now (the instant).
@@ -135,6 +147,12 @@ extension SessionService {
         }
     }
 
+    /// How late the sit's session `id` met its instant (s; nil: on time, or not known yet).
+    func sitMissedStart(_ id: Int) -> Double? {
+        guard let s = active, s.id == id, case .timer(let t) = s.player else { return nil }
+        return t.engine.missedStart
+    }
+
     /// It ends here now (the instant), fading out as a stop does.
     func stopPeerSit(_ id: Int) {
         if active == nil, let st = startingID, st == id {
@@ -149,13 +167,10 @@ extension SessionService {
     /// are not all here, which the start will say).
     func sitLength(_ timer: TimerRequest) -> Int64? {
         do throws(CoreError) {
-            let catalog = try SoundCatalog.withCustomSounds(store: store)
-            let settings = try Settings.load()
-            var request = try TimerRequest(text: settings.timerValues).overlaid(by: timer)
-            request.device = .null
-            let configuration = try TimerConfiguration(request: request, catalog: catalog)
+            let (configuration, catalog) = try peerSit(timer)
             if configuration.openEnded { return nil }
-            return try TimerSession.plan(for: configuration, catalog: catalog).total * 1000 / 44100
+            let rate = 44100
+            return try TimerSession.plan(for: configuration, catalog: catalog, sampleRate: rate).total * 1000 / Int64(rate)
         } catch {
             return nil
         }

@@ -31,13 +31,13 @@ public final class TimerSession: Session {
     /// The frame a `finish` took effect at (-1: not finished early).
     private let finishedAt = FrameMarker()
 
-    /// Opens the output and the sounds and schedules the whole session. Errors here
-    /// (a device that cannot open, a damaged sound) come before anything plays.
     /// For a sit in several rooms: the instant (CLOCK_MONOTONIC ns) its timeline's frame at
     /// `from` ms is heard (nil: at once, from its start).
     public let heardAt: UInt64?
     public let from: Int64
 
+    /// Opens the output and the sounds and schedules the whole session. Errors here
+    /// (a device that cannot open, a damaged sound) come before anything plays.
     public init(configuration: TimerConfiguration, catalog: SoundCatalog, output: SessionOutput,
                 sampleRate: Int = 44100, heardAt: UInt64? = nil, from: Int64 = 0) throws(CoreError) {
         self.configuration = configuration
@@ -137,12 +137,6 @@ public final class TimerSession: Session {
     }
 
     private func frame(ms: Int64) -> Int64 { ms * Int64(engine.sampleRate) / 1000 }
-
-    /// Where its timeline is heard now, in ms.
-    public var positionMilliseconds: Int64 { engine.position * 1000 / Int64(engine.sampleRate) }
-
-    /// The timeline's length in ms (nil for an open sit, which has none planned).
-    public var lengthMilliseconds: Int64? { configuration.openEnded ? nil : plan.total * 1000 / Int64(engine.sampleRate) }
 
     /// A sit in several rooms goes on: from `position` ms of its timeline (where every node
     /// agreed it stood), its first frame heard at `instant` (CLOCK_MONOTONIC ns).
