@@ -3,7 +3,7 @@
  * named pipe that snapserver's pipe source reads (sampleformat 44100:16:2 or the engine's
  * rate), so that snapclients in several rooms play it in sync. snapserver reads the pipe at
  * its own real-time pace, a chunk (20 ms) at a time: the pipe is this device's buffer
- * (shrunk to about 90 ms, so that a pause is heard soon), its fill is the queue, and its
+ * (shrunk to about 70 ms usable, so that a pause is heard soon), its fill is the queue, and its
  * free space what may be written. Every call returns at once (O_NONBLOCK). The pipe is
  * opened for reading too: the open never waits for (or fails without) a reader, a write
  * never meets EPIPE, a drop takes back what the server has not read yet (read out of the
@@ -37,9 +37,9 @@
 #include <unistd.h>
 
 #define FIFO_DEFAULT_PATH "/tmp/snapfifo"
-/* The pipe's size asked for: 16 KiB is 93 ms at 44.1 kHz, 16-bit stereo. */
+/* The pipe's size asked for: 16 KiB is 93 ms at 44.1 kHz, 16-bit stereo (a page of it is
+ * left free: sm_fifo_open). */
 #define FIFO_PIPE_BYTES 16384
-/* Its usable part: a page less (see sm_fifo_open). */
 #define FRAME_BYTES 4
 
 /* How long a full pipe waits for its reader before the backend plays it into the void. */
