@@ -213,7 +213,7 @@ static const sm_backend_ops fifo_ops = {
 
 sm_backend *sm_fifo_open(const sm_backend_config *c, sm_error *e) {
     const char *path = (c->name && *c->name) ? c->name : FIFO_DEFAULT_PATH;
-    int fd = open(path, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         int err = errno;
         if (err == ELOOP)

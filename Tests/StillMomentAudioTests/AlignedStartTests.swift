@@ -46,28 +46,29 @@ struct AlignedStartTests {
         let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: "file:FILE=\(path),FORMAT=wav",
                                                                                          ringFrames: 8192)))
         engine.add(Voice(id: 1, source: CountingSource(), start: 0))
-        try engine.start(end: 88200)
-        let deadline = Date().addingTimeInterval(5)
-        while engine.position < 4410 && Date() < deadline { usleep(1000) }
+        // 30 s of timeline: the file device renders as fast as it can, and the pause (at
+        // once) must come before the end; the resume goes on from 1.5 s before it.
+        let end: Int64 = 44100 * 30, from = end - 66150
+        try engine.start(end: end)
         engine.pauseKeepingDevice()
         #expect(engine.state == .paused)
-        engine.seek(to: 22050)
+        engine.seek(to: from)
         engine.resume(heardAt: MonotonicClock.nanoseconds() + 150_000_000)
         #expect(engine.waitUntilDone(timeout: 10) == .finished)
         engine.stop()
         let samples = try WAV.read(path, dataIsFloat: true).samples
-        let frames = samples.count / 2, resumed = 88200 - 22050
+        let frames = samples.count / 2, resumed = Int(end - from)
         try #require(frames > resumed + 4410)
         // The last frames are the timeline from 22050 on (after the fade-in's first ms) ...
         for k in 4096..<resumed {
             let i = frames - resumed + k
-            if samples[2 * i] != Float(Int64(22050 + k) % CountingSource.period) * CountingSource.scale {
-                Issue.record("frame \(22050 + k) of the timeline is not the source's after the resume")
+            if samples[2 * i] != Float((from + Int64(k)) % CountingSource.period) * CountingSource.scale {
+                Issue.record("frame \(from + Int64(k)) of the timeline is not the source's after the resume")
                 break
             }
         }
         // ... faded in from nothing, behind at least 100 ms of silence (the instant).
-        let full = Float(Int64(22050) % CountingSource.period) * CountingSource.scale
+        let full = Float(from % CountingSource.period) * CountingSource.scale
         #expect(abs(samples[2 * (frames - resumed)]) < max(abs(full) / 100, 0.001))
         let silence = (0..<(frames - resumed)).reversed().prefix { samples[2 * $0] == 0 }.count
         #expect(silence >= 4410, "\(silence) frames of silence before the resume")

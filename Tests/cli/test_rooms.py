@@ -401,6 +401,13 @@ def test_a_stop_from_any_node_ends_the_sit_in_every_room_at_one_instant(nodes):
     assert smtest.wait_for(lambda: sit_state(nodes[0])[0] == "paused" and sit_state(nodes[2])[0] == "paused", 3, 0.05)
     assert nodes[1].run("stop").rc == 0
     assert smtest.wait_for(lambda: all(h.status().get("state") == "idle" for h in nodes), 5, 0.05), [h.status() for h in nodes]
+    # A pause and a stop at once (before the broker echoes the pause): each its own revision,
+    # and the stop stands everywhere.
+    r = nodes[0].run("timer", "10m", "--preparation", "off", "--rooms", "hall,dining")
+    assert r.rc == 0, r
+    assert smtest.wait_for(lambda: sit_state(nodes[0])[1] == "timer" and sit_state(nodes[2])[1] == "timer", 5, 0.05)
+    assert nodes[0].run("pause").rc == 0 and nodes[0].run("stop").rc == 0
+    assert smtest.wait_for(lambda: all(h.status().get("state") == "idle" for h in nodes), 5, 0.05), [h.status() for h in nodes]
 
 
 def test_a_sit_from_another_node_never_interrupts_what_plays_here(nodes):

@@ -3,7 +3,8 @@
 // What it accepts must hold nothing ALSA reads as a definition, a file or a command: no
 // quote, brace, pipe, `$`, `;`, backslash or space, no PCM named file, tee or shm (except the
 // switch's own `file:FILE=/path,FORMAT=…`, whose path never starts with `|`), no KEY= but
-// CARD, DEV and SUBDEV; what it refuses says so in one printable line.
+// CARD, DEV and SUBDEV, no path but snapserver's pipe (`snapcast:/PATH`: absolute, no '.' or
+// '..' part); what it refuses says so in one printable line.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -34,6 +35,17 @@ func check(_ name: DeviceName, switched: Bool) {
         return
     }
     precondition(!["file", "tee", "shm"].contains(pcm), "a file or command plugin: \(t.debugDescription)")
+    if case .snapcast(let pipe) = name.form {
+        // snapserver's pipe: never through ALSA, and its path absolute with no '.', '..' or
+        // empty part, of safe bytes only.
+        precondition(t.hasPrefix("snapcast") && !t.hasPrefix("alsa:"), "a pipe through ALSA: \(t.debugDescription)")
+        if let pipe {
+            let parts = pipe.split(separator: "/", omittingEmptySubsequences: false)
+            precondition(pipe.hasPrefix("/") && parts.dropFirst().allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." }
+                         && !pipe.contains("="), "a pipe's path: \(t.debugDescription)")
+        }
+        return
+    }
     precondition(!t.contains("/"), "a path: \(t.debugDescription)")
     if case .pulse = name.form { return }
     for item in inner.drop { $0 != ":" }.dropFirst().split(separator: ",") where item.contains("=") {

@@ -27,11 +27,16 @@ final class RoomsLink {
     /// in ms (nil: open) where known.
     private var sits: [String: RoomSit] = [:]
     private var sitLengths: [String: Int64?] = [:]
+    /// The states this node sent last, by sit (the broker echoes them a moment later).
+    private var sent: [String: RoomSit] = [:]
     /// The sit this node plays: its id, the session, and what it is to be (pending changes
     /// counted: a pause decided for an instant ahead is `paused` already).
     private var sitID: String?
     private(set) var sitSession: Int?
     private var sitLocal: LocalSit = .none
+    /// The instant (real-time ms) the sit's timeline began, as this node plays it: a newer
+    /// playing state from another origin (a pause and resume this node missed) is joined again.
+    private var sitOrigin: Int64?
     /// Times this node joined its sit again after missing the instant (at most 3 a sit).
     private var rejoins = 0
     /// Changes for an instant: run by `runDue` on the loop's turns (the loop sleeps no
@@ -200,12 +205,20 @@ final class RoomsLink {
         sits[id] = sit
         guard let settings else { return }
         settle()
-        let local: LocalSit = sitID == id ? sitLocal : .none
-        if sitID != nil, sitID != id, sit.phase == .playing, settings.room.map({ sit.rooms.includes($0) }) == true {
+        var local: LocalSit = sitID == id ? sitLocal : .none
+        var replacing: Int? = sitLocal == .none ? sitSession : nil
+        if local == .playing, sit.phase == .playing, let origin = sitOrigin, abs(sit.atMilliseconds - sit.position - origin) > 2 {
+            log.info("rooms: sit \(id) goes on from another point of its timeline than this node's (a change it missed): joins again")
+            local = .none
+            replacing = sitSession
+        }
+        if sitID != nil, sitID != id, sitLocal != .none, sit.phase == .playing,
+           settings.room.map({ sit.rooms.includes($0) }) == true {
             log.warning("rooms: sit \(id) from \(sit.from) not joined: this node plays sit \(sitID ?? "") already")
             return
         }
-        if sitLengths[id] == nil { sitLengths[id] = host.sitLength(sit.timer) }
+        let here = settings.room.map { sit.rooms.includes($0) } ?? false
+        if (here || sit.from == node), sitLengths[id] == nil { sitLengths[id] = host.sitLength(sit.timer) }
         let now = WallClock.milliseconds()
         let step = sit.step(room: settings.room, local: local, clock: ClockState.read(), boundMilliseconds: settings.clockBoundMilliseconds,
                             nowMilliseconds: now, lead: RoomSettings.leadMilliseconds, length: sitLengths[id] ?? nil)
@@ -217,7 +230,11 @@ final class RoomsLink {
             return
         case .start(let at, let position, _):
             do throws(ProtocolError) {
-                let session = try host.startPeerSit(sit.timer, from: position, heardAt: settings.monotonicInstant(realtimeMilliseconds: at))
+                // A sit this node played before, its stop queued: that session is the one replaced.
+                let session = try host.startPeerSit(sit.timer, from: position, heardAt: settings.monotonicInstant(realtimeMilliseconds: at),
+                                                    replacing: replacing)
+                if let replacing { due.removeAll { $0.session == replacing } }
+                sitOrigin = at - position
                 sitID = id
                 sitSession = session
                 sitLocal = .playing
@@ -234,6 +251,7 @@ final class RoomsLink {
         case .resume(let at, let position):
             guard let session = sitSession else { return }
             sitLocal = .playing
+            sitOrigin = at - position
             // At once (after any change before it): the device is made ready and silence
             // written up to the instant.
             due.append(Due(at: 0, revision: sit.revision, session: session,
@@ -281,6 +299,13 @@ final class RoomsLink {
         }
     }
 
+    /// A pause or resume of the sit made here alone (the broker was gone): what this node
+    /// plays of it now.
+    func changedHere(_ phase: RoomSit.Phase) {
+        guard sitSession != nil else { return }
+        sitLocal = phase == .paused ? .paused : (phase == .playing ? .playing : .none)
+    }
+
     /// The one sit under way that this node started for other rooms than its own (nil: none,
     /// or more than one: which is meant is not known).
     var ownSitElsewhere: RoomSit? {
@@ -309,6 +334,7 @@ final class RoomsLink {
             let again = try host.startPeerSit(sit.timer, from: position, heardAt: settings.monotonicInstant(realtimeMilliseconds: at),
                                              replacing: session)
             sitSession = again
+            sitOrigin = at - position
             log.warning("rooms: sit \(id) missed its instant here by \(Int(missed * 1000)) ms: joins again at \(position) ms of its timeline (session \(again))")
         } catch {
             log.warning("rooms: sit \(id) missed its instant here by \(Int(missed * 1000)) ms and cannot join again: \(error.words.en)")
@@ -325,19 +351,24 @@ final class RoomsLink {
     /// The sit this node plays goes to `phase` for every node, a lead ahead (false: this
     /// node plays none, or it is in that phase already and nothing is sent).
     func change(_ phase: RoomSit.Phase) throws(ProtocolError) -> Bool {
-        let id: String, current: RoomSit
+        let id: String, known: RoomSit
         if let mine = sitID, let s = sits[mine] {
             id = mine
-            current = s
-            let target: LocalSit = phase == .playing ? .playing : (phase == .paused ? .paused : .none)
-            if sitLocal == target { return true }       // so already (or decided for an instant ahead)
+            known = s
         } else if let other = ownSitElsewhere {
             id = other.id
-            current = other
-            if current.phase == phase { return true }
+            known = other
         } else {
             return false
         }
+        // What this node sent last may not be back from the broker yet (a pause, then a stop
+        // at once): the next state is built on the newer, so that each has its own revision.
+        let current = sent[id].map { $0.revision > known.revision ? $0 : known } ?? known
+        // So already (or decided for an instant ahead), here too: nothing to send. A node that
+        // paused alone while the broker was gone sends its resume all the same (the others,
+        // playing, go on; it rejoins their timeline).
+        let target: LocalSit = phase == .playing ? .playing : (phase == .paused ? .paused : .none)
+        if current.phase == phase, sitID != id || sitLocal == target { return true }
         let next: RoomSit
         do throws(CoreError) { next = try current.next(phase, at: WallClock.milliseconds() + RoomSettings.leadMilliseconds) } catch {
             throw ProtocolError(error)
@@ -416,7 +447,10 @@ final class RoomsLink {
     /// point its timeline has reached); this one takes it back from the broker too.
     func send(_ sit: RoomSit) -> Bool {
         guard let client, let site else { return false }
-        return client.publish(sitTopic(site, sit.id), sit.payload, retain: true, qos: 1)
+        guard client.publish(sitTopic(site, sit.id), sit.payload, retain: true, qos: 1) else { return false }
+        if sent.count >= 100 { sent = sent.filter { sits[$0.key] != nil } }
+        sent[sit.id] = sit
+        return true
     }
 
     /// This node's sits that are over (stopped, or their timeline ended) a minute ago:

@@ -94,11 +94,13 @@ extension SessionService {
     /// that sit the same way.
     func roomSitChange(_ phase: RoomSit.Phase) throws(ProtocolError) -> Status? {
         guard let link = roomsLink else { return nil }
-        let here = active.map { link.sitSession == $0.id } ?? false
+        let session = active?.id ?? startingID
+        let here = session != nil && link.sitSession == session
         guard here || (active == nil && startingID == nil && link.ownSitElsewhere != nil) else { return nil }
         guard link.isConnected else {
             if !here { return nil }
             log.warning("rooms: the broker is gone: \(phase.rawValue) of the sit in several rooms is this node's only")
+            link.changedHere(phase)
             return nil
         }
         guard try link.change(phase) else { return nil }
@@ -163,12 +165,12 @@ extension SessionService {
         _ = try? stopLocal()
     }
 
-    /// The length of a peer's sit's timeline here, in ms (nil: open, or not known: its sounds
-    /// are not all here, which the start will say).
+    /// The length of a peer's sit's timeline here, in ms (an open sit's: 24 h, its most; nil:
+    /// not known, its sounds are not all here, which the start will say).
     func sitLength(_ timer: TimerRequest) -> Int64? {
         do throws(CoreError) {
             let (configuration, catalog) = try peerSit(timer)
-            if configuration.openEnded { return nil }
+            if configuration.openEnded { return TimerConfiguration.maxDuration }
             let rate = 44100
             return try TimerSession.plan(for: configuration, catalog: catalog, sampleRate: rate).total * 1000 / Int64(rate)
         } catch {
