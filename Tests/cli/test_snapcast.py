@@ -7,13 +7,13 @@ seek and stop work on that device (the pipe is fed silence while paused; a serve
 not read holds nothing up), and a pipe path that is not snapserver's is refused."""
 import os
 import shutil
-import socket
 import subprocess
 import time
 
 import pytest
 
 import smtest
+from mqttharness import free_port
 from roomsharness import RATE, RoomsPulse, channels, onsets, stop_recording
 
 ROOMS = ["hall", "garden"]
@@ -24,14 +24,6 @@ def snapcast_missing():
         if not shutil.which(tool):
             return f"{tool} is not installed (make test installs Debian's snapserver and snapclient)"
     return None
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def bursts(path, count=12, every=1.5):

@@ -67,9 +67,7 @@ extension SessionService {
         }
         let sit: RoomSit
         do throws(CoreError) {
-            var request = try TimerRequest(text: try Settings.load().timerValues)
-            if let preset { request = request.overlaid(by: preset.request) }
-            request = request.overlaid(by: try options.request())
+            var request = try TimerRequest(settings: try Settings.load(), preset: preset, options: try options.request())
             request.device = nil
             request.seed = configuration.seed
             sit = try RoomSit(id: UUID().uuidString.lowercased(), from: link.node, rooms: rooms, revision: 1, phase: .playing,

@@ -120,13 +120,21 @@ public struct PresetStore: Sendable {
     }
 }
 
+extension TimerRequest {
+    /// The request a sit runs: the settings, the preset (if named), then the options given
+    /// for this sit (a sit in several rooms sends this, resolved, to the other nodes).
+    public init(settings: Settings, preset: Preset?, options: TimerRequest) throws(CoreError) {
+        var request = try TimerRequest(text: settings.timerValues)
+        if let preset { request = request.overlaid(by: preset.request) }
+        self = request.overlaid(by: options)
+    }
+}
+
 extension TimerConfiguration {
     /// The timer a sit runs: the defaults, the settings, the preset (if named), then the
     /// options given for this sit. A sound the preset names that is gone says so.
     public init(settings: Settings, preset: Preset?, options: TimerRequest, catalog: SoundCatalog) throws(CoreError) {
-        var request = try TimerRequest(text: settings.timerValues)
-        if let preset { request = request.overlaid(by: preset.request) }
-        request = request.overlaid(by: options)
+        let request = try TimerRequest(settings: settings, preset: preset, options: options)
         do {
             try self.init(request: request, catalog: catalog)
         } catch {
