@@ -79,6 +79,7 @@ public final class WebAPI {
             guard r.method == "GET" || r.method == "HEAD" else { return .refuse(.error(405, "method", tr("only GET here", "hier nur GET"))) }
             return r.contentLength == 0 ? .buffer : .refuse(.error(413, "too-large", tr("a GET has no body", "ein GET hat keinen Inhalt")))
         }
+        if Self.isSync(r) { return planSync(r) }
         if r.method != "GET" && r.method != "HEAD", let refusal = crossSite(r) { return .refuse(refusal) }
         if r.path != "/api/pair" && device(r) == nil { return .refuse(Self.unpaired) }
         if r.path == "/api/import" {
@@ -138,6 +139,7 @@ public final class WebAPI {
 
     func handle(_ r: HTTPRequest, body: [UInt8], upload: Upload?) -> Outcome {
         if !r.path.hasPrefix("/api/") { return .respond(Shell.file(r)) }
+        if Self.isSync(r) { return .respond(handleSync(r, body: body)) }
         var parts = r.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst(2).map(String.init)
         if parts.last == "" { parts.removeLast() }
         let json: JSON

@@ -23,7 +23,7 @@ struct StillMoment: ParsableCommand {
             DeleteCommand.self, PlayCommand.self, PreviewCommand.self, LibraryCommand.self, SoundsCommand.self, SettingsCommand.self,
             StatusCommand.self, PauseCommand.self, ResumeCommand.self, StopCommand.self, FinishCommand.self, SeekCommand.self,
             AttachCommand.self, ScheduleCommand.self, HistoryCommand.self, StatsCommand.self, DaemonCommand.self, WebCommand.self,
-            ButtonCommand.self, HooksCommand.self, MQTTCommandLine.self, RoomCommand.self, RoomsCommand.self, RingCommand.self,
+            ButtonCommand.self, HooksCommand.self, MQTTCommandLine.self, RoomCommand.self, RoomsCommand.self, RingCommand.self, SyncCommand.self,
         ]
     )
 

@@ -232,7 +232,7 @@ public enum PracticeExport {
     }
 }
 
-private extension JSON {
+extension JSON {
     var isLeaf: Bool {
         switch self {
         case .array, .object: return false

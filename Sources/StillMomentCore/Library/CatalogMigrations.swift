@@ -52,6 +52,7 @@ extension LibraryStore {
         // (v11-home-buttons, v12-home-hooks: the home front-ends')
         CatalogMigration("v13-schedule-switch", ScheduleStore.createSwitch),
         CatalogMigration("v14-schedule-rooms", ScheduleStore.addRooms),
+        CatalogMigration("v15-sync", SyncJournal.createTables),
     ]
 
     /// Core's migrations, then `extensions`.

@@ -56,6 +56,7 @@ public struct PracticeLog: Sendable {
             } else {
                 try db.execute(sql: "UPDATE practice SET heard = ?, endReason = ? WHERE id = ?",
                                arguments: [heardMilliseconds, reason, id])
+                try Self.recordEnded(db, ids: [id])
             }
         }
     }
@@ -66,8 +67,10 @@ public struct PracticeLog: Sendable {
     public func closeInterrupted() throws(CoreError) -> Int {
         try store.write { db in
             try db.execute(sql: "DELETE FROM practice WHERE endReason IS NULL AND heard <= 0")
+            let open = try String.fetchAll(db, sql: "SELECT id FROM practice WHERE endReason IS NULL")
             try db.execute(sql: "UPDATE practice SET endReason = 'failed' WHERE endReason IS NULL")
-            return db.changesCount
+            try Self.recordEnded(db, ids: open)
+            return open.count
         }
     }
 
@@ -80,6 +83,7 @@ public struct PracticeLog: Sendable {
                 let exists = try Int.fetchOne(db, sql: "SELECT count(*) FROM practice WHERE id = ?", arguments: [e.id]) ?? 0
                 if exists == 0 {
                     try Self.insert(e, open: false, db)
+                    try SyncRecords.recordPractice(db, e)
                     added += 1
                 }
             }
@@ -90,7 +94,18 @@ public struct PracticeLog: Sendable {
     public func delete(id: String) throws(CoreError) -> Bool {
         try store.write { db in
             try db.execute(sql: "DELETE FROM practice WHERE id = ? AND endReason IS NOT NULL", arguments: [id])
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            try SyncJournal.recordDelete(db, .practice, id: id)
+            return true
+        }
+    }
+
+    /// Records ended entries for sync (the journal holds each sit once it has ended).
+    static func recordEnded(_ db: Database, ids: [String]) throws {
+        for id in ids {
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM practice WHERE id = ?", arguments: [id]), let e = entry(row) {
+                try SyncRecords.recordPractice(db, e)
+            }
         }
     }
 

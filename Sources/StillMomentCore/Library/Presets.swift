@@ -49,6 +49,9 @@ public struct PresetStore: Sendable {
                 INSERT INTO preset (id, name, request, created, updated) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(name) DO UPDATE SET request = excluded.request, updated = excluded.updated
                 """, arguments: [UUID().uuidString.lowercased(), name, json, now, now])
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM preset WHERE name = ?", arguments: [name]), let saved = Self.preset(row) {
+                try SyncRecords.recordPreset(db, saved)
+            }
         }
         guard let saved = try find(name) else { throw CoreError.io(path: store.databasePath, reason: .same("the preset was not saved")) }
         return saved
@@ -93,6 +96,7 @@ public struct PresetStore: Sendable {
         try store.write { db in
             try db.execute(sql: "UPDATE preset SET name = ?, updated = ? WHERE name = ?",
                            arguments: [target, Date().timeIntervalSince1970, from])
+            try SyncJournal.record(db, .preset, id: preset.id, fields: [("name", JSON.string(target).line)])
         }
     }
 
@@ -105,8 +109,11 @@ public struct PresetStore: Sendable {
             throw ScheduleStore.inUse(both("the preset '\(Display.clean(preset.name))'", "die Vorlage '\(Display.clean(preset.name))'"), by: users)
         }
         try ScheduleStore(store: store).keepName(preset.name, of: preset.id, in: users)
-        let key = preset.name
-        try store.write { db in try db.execute(sql: "DELETE FROM preset WHERE name = ?", arguments: [key]) }
+        let key = preset.name, id = preset.id
+        try store.write { db in
+            try db.execute(sql: "DELETE FROM preset WHERE name = ?", arguments: [key])
+            try SyncJournal.recordDelete(db, .preset, id: id)
+        }
     }
 
     static func preset(_ row: Row) -> Preset? {

@@ -1,0 +1,198 @@
+/// A small HTTP/1.1 client for sync: one request a connection (the hub's server closes
+/// after each answer), a deadline on the whole exchange, an answer read up to a limit and
+/// never past its Content-Length. Plain `http://` on the LAN; `https://` is refused with a
+/// reason until the client speaks TLS (the hub's `--tls` serves browsers).
+import FoundationEssentials
+import Glibc
+import StillMomentCore
+
+public struct HTTPClient: Sendable {
+    public let host: String
+    public let port: UInt16
+    /// The whole exchange's limit, in seconds.
+    public var timeout: Double = 15
+    /// The largest answer read (head and body).
+    public var maximumResponse = 16 << 20
+
+    public struct Answer: Sendable {
+        public var status: Int
+        public var body: [UInt8]
+    }
+
+    /// Reads `http://HOST[:PORT][/]`: a host name or address (IPv6 in brackets), a port
+    /// 1–65535 (default 80), nothing after the path's slash.
+    public init(url: String) throws(SyncError) {
+        func refuse(_ en: String, _ de: String) -> SyncError {
+            .refused(both("'\(Display.clean(String(url.prefix(200))))' \(en)", "'\(Display.clean(String(url.prefix(200))))' \(de)"))
+        }
+        if url.hasPrefix("https://") {
+            throw refuse("is an https address: sync speaks http:// on the LAN for now (see the README, Several devices)",
+                         "ist eine https-Adresse: Sync spricht vorerst http:// im LAN (siehe README, Mehrere Geräte)")
+        }
+        guard url.hasPrefix("http://") else { throw refuse("is not a hub's address (http://HOST:PORT)", "ist keine Hub-Adresse (http://HOST:PORT)") }
+        var rest = Substring(url.dropFirst(7))
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard !rest.isEmpty, !rest.contains("/"), !rest.contains("@"), rest.utf8.count <= 255,
+              rest.unicodeScalars.allSatisfy({ $0.isASCII && !Display.isControl($0) && $0 != " " }) else {
+            throw refuse("is not a hub's address (http://HOST:PORT)", "ist keine Hub-Adresse (http://HOST:PORT)")
+        }
+        var hostPart = rest
+        var portText: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw refuse("has an unclosed [", "hat eine offene [") }
+            hostPart = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw refuse("is not a hub's address", "ist keine Hub-Adresse") }
+                portText = after.dropFirst()
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            hostPart = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        }
+        var port: UInt16 = 80
+        if let portText {
+            guard let p = UInt16(portText), p > 0 else { throw refuse("has no port 1–65535", "hat keinen Port 1–65535") }
+            port = p
+        }
+        guard !hostPart.isEmpty else { throw refuse("names no host", "nennt keinen Rechner") }
+        host = String(hostPart)
+        self.port = port
+    }
+
+    /// One request and its answer.
+    public func send(_ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8] = []) throws(SyncError) -> Answer {
+        let deadline = Self.now() + timeout
+        let fd = try connect(deadline: deadline)
+        defer { close(fd) }
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nConnection: close\r\n"
+        head += "Content-Length: \(body.count)\r\n"
+        if !body.isEmpty { head += "Content-Type: application/json\r\n" }
+        for (k, v) in headers { head += "\(k): \(v)\r\n" }
+        head += "\r\n"
+        try write(fd, Array(head.utf8) + body, deadline: deadline)
+        return try read(fd, deadline: deadline)
+    }
+
+    private var address: String { "\(host):\(port)" }
+
+    private func unreachable(_ why: String) -> SyncError {
+        .unreachable(both("the hub at \(address) cannot be reached: \(why)", "der Hub unter \(address) ist nicht erreichbar: \(why)"))
+    }
+
+    private func connect(deadline: Double) throws(SyncError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0, let first = list else { throw unreachable(String(cString: gai_strerror(rc))) }
+        defer { freeaddrinfo(list) }
+        var lastError = "no address"
+        var node: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = node {
+            node = ai.pointee.ai_next
+            let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            guard fd >= 0 else { lastError = String(cString: strerror(errno)); continue }
+            if Glibc.connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 || errno == EINPROGRESS {
+                if wait(fd, Int16(POLLOUT), deadline: deadline) {
+                    var err: Int32 = 0
+                    var len = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+                    if err == 0 { return fd }
+                    lastError = String(cString: strerror(err))
+                } else {
+                    lastError = "no answer in \(Int(timeout)) s"
+                }
+            } else {
+                lastError = String(cString: strerror(errno))
+            }
+            close(fd)
+        }
+        throw unreachable(lastError)
+    }
+
+    private func wait(_ fd: Int32, _ events: Int16, deadline: Double) -> Bool {
+        while true {
+            let left = deadline - Self.now()
+            guard left > 0 else { return false }
+            var p = pollfd(fd: fd, events: events, revents: 0)
+            let n = poll(&p, 1, Int32(min(left * 1000, 60_000)) + 1)
+            if n > 0 { return true }
+            if n < 0 && errno != EINTR { return false }
+        }
+    }
+
+    private func write(_ fd: Int32, _ bytes: [UInt8], deadline: Double) throws(SyncError) {
+        var sent = 0
+        while sent < bytes.count {
+            guard wait(fd, Int16(POLLOUT), deadline: deadline) else { throw unreachable("no answer in \(Int(timeout)) s") }
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress.map { $0 + sent }, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                throw unreachable(String(cString: strerror(errno)))
+            }
+            sent += n
+        }
+    }
+
+    private func read(_ fd: Int32, deadline: Double) throws(SyncError) -> Answer {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var headEnd: Int?
+        var length: Int?
+        while true {
+            if let headEnd, let length, data.count >= headEnd + length { break }
+            guard wait(fd, Int16(POLLIN), deadline: deadline) else { throw unreachable("no answer in \(Int(timeout)) s") }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                throw unreachable(String(cString: strerror(errno)))
+            }
+            if n == 0 { break }
+            data.append(contentsOf: buffer[0..<n])
+            guard data.count <= maximumResponse else {
+                throw .refused(both("the hub's answer is larger than \(maximumResponse >> 20) MiB", "die Antwort des Hubs ist größer als \(maximumResponse >> 20) MiB"))
+            }
+            if headEnd == nil, let end = Self.find([13, 10, 13, 10], in: data) {
+                headEnd = end + 4
+                length = Self.contentLength(data[0..<end])
+                if let l = length, l > maximumResponse {
+                    throw .refused(both("the hub announces an answer of \(l) bytes", "der Hub kündigt eine Antwort von \(l) Bytes an"))
+                }
+            }
+        }
+        guard let headEnd, data.count >= 12, data[0..<5].elementsEqual("HTTP/".utf8),
+              let status = Int(String(decoding: data[9..<12], as: UTF8.self)) else {
+            throw .refused(both("the hub at \(address) did not answer in HTTP", "der Hub unter \(address) antwortete nicht in HTTP"))
+        }
+        var body = Array(data[headEnd...])
+        if let length {
+            guard body.count >= length else { throw unreachable("the answer broke off") }
+            body = Array(body.prefix(length))
+        }
+        return Answer(status: status, body: body)
+    }
+
+    private static func find(_ needle: [UInt8], in data: [UInt8]) -> Int? {
+        guard data.count >= needle.count else { return nil }
+        for i in 0...(data.count - needle.count) where data[i] == needle[0] && Array(data[i..<(i + needle.count)]) == needle { return i }
+        return nil
+    }
+
+    private static func contentLength(_ head: ArraySlice<UInt8>) -> Int? {
+        for line in String(decoding: head, as: UTF8.self).split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "content-length" {
+                return Int(String(parts[1]).trimmingWhitespace())
+            }
+        }
+        return nil
+    }
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

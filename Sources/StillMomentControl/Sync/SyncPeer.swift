@@ -1,0 +1,121 @@
+/// A device's side of sync: pairing with a hub, and a cycle — upload what waits (the hub
+/// merges each upload in one transaction; what it took stops waiting), then read the hub's
+/// changes page by page from this device's cursor (each page merged, applied and the cursor
+/// moved in one transaction). A cycle cut anywhere loses nothing and duplicates nothing: an
+/// upload not acknowledged is sent again (merging it twice changes nothing), a page not
+/// committed is read again.
+import FoundationEssentials
+import StillMomentCore
+
+public struct SyncPeer: Sendable {
+    public let store: LibraryStore
+    public init(store: LibraryStore) { self.store = store }
+
+    /// What a cycle did.
+    public struct Report: Sendable, Equatable, Codable {
+        public var uploaded = 0
+        public var downloaded = 0
+        /// Fields that changed here.
+        public var changed = 0
+        public var hub = ""
+    }
+
+    /// Pairs this device with the hub at `url` with the PIN its `stillmoment web pair` shows.
+    public func pair(url: String, pin: String, name: String) throws(SyncError) -> SyncService.Hub {
+        let client = try HTTPClient(url: url)
+        let body = JSON.object(["pin": .string(pin), "name": .string(name)]).line
+        let answer = try client.send("POST", "/api/sync/pair", body: Array(body.utf8))
+        let json = try Self.answer(answer)
+        guard let token = json["token"]?.string, token.utf8.count == 64, let hub = json["hub"]?.string, HybridTimestamp.isNodeID(hub) else {
+            throw .refused(both("the hub's answer to the pairing is not ours", "die Antwort des Hubs auf das Koppeln ist nicht von uns"))
+        }
+        let service = SyncService(store: store)
+        guard hub != (try service.node()) else {
+            throw .refused(both("that is this device itself: pair it with another node", "das ist dieses Gerät selbst: kopple es mit einem anderen Knoten"))
+        }
+        let paired = SyncService.Hub(url: url.hasSuffix("/") ? String(url.dropLast()) : url, token: token, node: hub)
+        try service.setHub(paired)
+        return paired
+    }
+
+    /// One cycle with the paired hub.
+    public func cycle() throws(SyncError) -> Report {
+        let service = SyncService(store: store)
+        guard let hub = try service.hub() else {
+            throw .refused(both("this device is not paired with a hub: `stillmoment sync pair URL --pin PIN`",
+                                "dieses Gerät ist mit keinem Hub gekoppelt: `stillmoment sync pair URL --pin PIN`"))
+        }
+        var report = Report(hub: hub.url)
+        do {
+            try run(service, hub, &report)
+            try service.noteCycle(error: nil, at: Date().timeIntervalSince1970)
+        } catch {
+            try? service.noteCycle(error: error.text(.en), at: Date().timeIntervalSince1970)
+            throw error
+        }
+        return report
+    }
+
+    private func run(_ service: SyncService, _ hub: SyncService.Hub, _ report: inout Report) throws(SyncError) {
+        let client = try HTTPClient(url: hub.url)
+        let auth = [("Authorization", "Bearer \(hub.token)")]
+        let node = try service.node()
+        // Upload, in batches the hub's limit takes.
+        while true {
+            let pending = try service.pending()
+            if pending.isEmpty { break }
+            var batch: [SyncChange] = []
+            var bytes = 0
+            for c in pending {
+                let size = c.value.utf8.count + 200
+                if !batch.isEmpty && bytes + size > (3 << 20) { break }
+                batch.append(c)
+                bytes += size
+            }
+            let body = JSON.object(["node": .string(node), "changes": JSON(encoding: batch)]).line
+            let json = try Self.answer(try client.send("POST", "/api/sync/push", headers: auth, body: Array(body.utf8)))
+            guard json["hub"]?.string == hub.node else { throw Self.otherHub }
+            try service.acknowledge(batch)
+            report.uploaded += batch.count
+            if batch.count == pending.count && pending.count < SyncService.batchLimit { break }
+        }
+        // Download from the cursor.
+        var pages = 0
+        while true {
+            let cursor = try service.cursor()
+            let answer = try client.send("GET", "/api/sync/pull?after=\(cursor)", headers: auth)
+            guard answer.status == 200 else { _ = try Self.answer(answer); return }
+            let page: SyncPage
+            do { page = try JSON.decode(SyncPage.self, from: answer.body, strict: true) } catch {
+                throw .refused(both("the hub sent a page that is not ours: \(error)", "der Hub schickte eine Seite, die nicht von uns ist: \(error)"))
+            }
+            guard page.hub == hub.node else { throw Self.otherHub }
+            guard page.next >= cursor else { throw .refused(both("the hub's cursor went back", "der Zeiger des Hubs ging zurück")) }
+            report.changed += try service.take(page.changes, next: page.next)
+            report.downloaded += page.changes.count
+            pages += 1
+            if !page.more || page.next == cursor || pages >= 10_000 { break }
+        }
+    }
+
+    private static var otherHub: SyncError {
+        .refused(both("the address answers as another hub than the one paired: pair again (`stillmoment sync pair`)",
+                      "unter der Adresse antwortet ein anderer Hub als der gekoppelte: neu koppeln (`stillmoment sync pair`)"))
+    }
+
+    /// An answer's JSON, or the hub's error as ours.
+    static func answer(_ a: HTTPClient.Answer) throws(SyncError) -> JSON {
+        let json = try? JSONParser.parse(a.body)
+        guard a.status == 200, let json else {
+            let message = json?["error"]?["message"]?.string.map { String(Display.clean($0).prefix(300)) } ?? "HTTP \(a.status)"
+            let code = json?["error"]?["code"]?.string
+            if a.status >= 500 || a.status == 429 { throw .unreachable(both("the hub: \(message)", "der Hub: \(message)")) }
+            if code == "unpaired" {
+                throw .refused(both("the hub no longer knows this device (revoked?): pair again with `stillmoment sync pair`",
+                                    "der Hub kennt dieses Gerät nicht mehr (widerrufen?): neu koppeln mit `stillmoment sync pair`"))
+            }
+            throw .refused(both("the hub refused: \(message)", "der Hub lehnte ab: \(message)"))
+        }
+        return json
+    }
+}

@@ -1,0 +1,148 @@
+/// What travels between a hub and its devices: one field of one record, with the stamp of
+/// the change that set it (a last-writer-wins register per field, decided by the hybrid
+/// clock). A delete is the field `deleted` of the record: it wins over every older change of
+/// the record and loses to a newer one (an edit after a delete brings the record back, with
+/// all its fields, which are kept). Everything from a peer is checked here before anything
+/// is stored: the kind and field from a fixed list, the id a UUID, the value bounded and
+/// read by the kind's own rules (SyncRecords), the stamp well formed.
+import FoundationEssentials
+
+/// The kinds of record that sync, and their fields.
+public enum SyncKind: String, Sendable, CaseIterable, Codable {
+    case preset
+    case practice
+
+    /// The fields a record of this kind has (besides `deleted`).
+    public var fields: Set<String> {
+        switch self {
+        case .preset: return ["name", "request", "created"]
+        case .practice: return ["entry"]
+        }
+    }
+}
+
+public struct SyncChange: Sendable, Equatable, Hashable, Codable {
+    public var kind: SyncKind
+    /// The record's UUID (lower case): the same on every device.
+    public var id: String
+    public var field: String
+    /// The field's value as JSON text.
+    public var value: String
+    public var stamp: HybridTimestamp
+
+    public static let deletedField = "deleted"
+    /// The largest value a field may hold (a preset's request is under 1 KiB).
+    public static let maximumValueBytes = 16 * 1024
+
+    public init(kind: SyncKind, id: String, field: String, value: String, stamp: HybridTimestamp) {
+        self.kind = kind
+        self.id = id
+        self.field = field
+        self.value = value
+        self.stamp = stamp
+    }
+
+    enum CodingKeys: String, CodingKey { case kind = "k", id = "i", field = "f", value = "v", stamp = "h" }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let kindText = try c.decode(String.self, forKey: .kind)
+        guard let kind = SyncKind(rawValue: kindText) else {
+            throw SyncError.refused(both("unknown kind '\(Display.clean(String(kindText.prefix(40))))'",
+                                         "unbekannte Art '\(Display.clean(String(kindText.prefix(40))))'"))
+        }
+        let stampText = try c.decode(String.self, forKey: .stamp)
+        guard let stamp = HybridTimestamp(text: stampText) else {
+            throw SyncError.refused(both("'\(Display.clean(String(stampText.prefix(80))))' is not a clock stamp",
+                                         "'\(Display.clean(String(stampText.prefix(80))))' ist kein Uhrstempel"))
+        }
+        self.init(kind: kind, id: try c.decode(String.self, forKey: .id), field: try c.decode(String.self, forKey: .field),
+                  value: try c.decode(String.self, forKey: .value), stamp: stamp)
+        try check()
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(kind.rawValue, forKey: .kind)
+        try c.encode(id, forKey: .id)
+        try c.encode(field, forKey: .field)
+        try c.encode(value, forKey: .value)
+        try c.encode(stamp.description, forKey: .stamp)
+    }
+
+    /// The checks of the form: id, field, the value's size and, for a delete, its value.
+    /// What the value says is read by `SyncRecords` when the record is applied.
+    public func check() throws(SyncError) {
+        guard StoredName.isUUID(Substring(id)) else {
+            throw .refused(both("'\(Display.clean(String(id.prefix(40))))' is not a record id (a lower-case UUID)",
+                                "'\(Display.clean(String(id.prefix(40))))' ist keine Satzkennung (eine UUID in Kleinbuchstaben)"))
+        }
+        guard field == Self.deletedField || kind.fields.contains(field) else {
+            throw .refused(both("a \(kind.rawValue) has no field '\(Display.clean(String(field.prefix(40))))'",
+                                "ein Satz der Art \(kind.rawValue) hat kein Feld '\(Display.clean(String(field.prefix(40))))'"))
+        }
+        guard value.utf8.count <= Self.maximumValueBytes else {
+            throw .refused(both("a field of \(value.utf8.count) bytes (at most \(Self.maximumValueBytes))",
+                                "ein Feld von \(value.utf8.count) Bytes (höchstens \(Self.maximumValueBytes))"))
+        }
+        if field == Self.deletedField && value != "true" {
+            throw .refused(both("a delete's value is true", "der Wert eines Löschens ist true"))
+        }
+    }
+}
+
+/// Why sync refused something or could not go on.
+public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A peer sent something that is not ours (the batch is refused whole, nothing stored).
+    case refused(LocalizedText)
+    /// A stamp too far past this node's clock: the peer's clock (or ours) needs setting.
+    case clockAhead(node: String, milliseconds: Int64)
+    /// The store could not be read or written.
+    case store(CoreError)
+    /// The hub could not be reached, or its answer broke off (the next cycle tries again).
+    case unreachable(LocalizedText)
+
+    public var description: String { text(.current) }
+
+    public func text(_ language: Language) -> String {
+        switch self {
+        case .refused(let words): return Display.clean(words.text(language))
+        case .clockAhead(let node, let ms):
+            let minutes = Double(ms) / 60_000
+            let shown = minutes >= 10_000 ? ">10000" : String(Int(minutes.rounded()))
+            return tr("a change stamped \(shown) min ahead of this clock (node \(node.prefix(8))): set that device's clock (chrony or NTP); changes more than 5 min ahead are refused",
+                      "eine Änderung \(shown) min vor dieser Uhr (Knoten \(node.prefix(8))): stelle die Uhr dieses Geräts (chrony oder NTP); Änderungen mehr als 5 min voraus werden abgelehnt", language)
+        case .store(let error): return error.text(language)
+        case .unreachable(let words): return Display.clean(words.text(language))
+        }
+    }
+
+    public var words: LocalizedText { LocalizedText(en: text(.en), de: text(.de)) }
+}
+
+extension SyncError {
+    /// The error's code on the wire.
+    public var code: String {
+        switch self {
+        case .refused: return "sync-refused"
+        case .clockAhead: return "clock-ahead"
+        case .store: return "failed"
+        case .unreachable: return "unreachable"
+        }
+    }
+}
+
+/// A page of a hub's changes, as a device reads it.
+public struct SyncPage: Sendable, Equatable, Codable {
+    public var hub: String
+    public var changes: [SyncChange]
+    /// The cursor to ask from next.
+    public var next: Int64
+    public var more: Bool
+    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool) {
+        self.hub = hub
+        self.changes = changes
+        self.next = next
+        self.more = more
+    }
+}

@@ -1,0 +1,185 @@
+/// The sync journal, in the catalog database: every synced field of every record with the
+/// stamp of its last change and a sequence number this node gives each write. A device
+/// uploads its `pending` fields and reads the hub's by the hub's sequence (a cursor the hub
+/// hands out, never a clock: a change the hub commits during a cycle gets a larger number
+/// than any the device has read, whatever the clocks say). The services write here in the
+/// same transaction as their own tables; changes from a peer are merged here and applied to
+/// those tables by `SyncRecords`, also in one transaction, so a cycle cut anywhere leaves
+/// nothing half-done.
+import FoundationEssentials
+import Glibc
+import GRDB
+
+public enum SyncJournal {
+    /// The catalog's migration: the tables, this node's id, and every preset and ended
+    /// practice entry there is already, stamped now.
+    static func createTables(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE syncField (
+                kind TEXT NOT NULL, id TEXT NOT NULL, field TEXT NOT NULL,
+                value TEXT NOT NULL, stamp TEXT NOT NULL, seq INTEGER NOT NULL,
+                pending INTEGER NOT NULL DEFAULT 1,
+                PRIMARY KEY (kind, id, field)) WITHOUT ROWID;
+            CREATE INDEX syncFieldSeq ON syncField (seq);
+            CREATE INDEX syncFieldPending ON syncField (pending) WHERE pending = 1;
+            CREATE TABLE syncState (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+            """)
+        try setState(db, "node", UUID().uuidString.lowercased())
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM preset") {
+            if let preset = PresetStore.preset(row) { try SyncRecords.recordPreset(db, preset) }
+        }
+        let rows = try Row.fetchCursor(db, sql: "SELECT * FROM practice WHERE endReason IS NOT NULL")
+        while let row = try rows.next() {
+            if let entry = PracticeLog.entry(row) { try SyncRecords.recordPractice(db, entry) }
+        }
+    }
+
+    /// This node's wall clock in milliseconds (CLOCK_REALTIME).
+    public static func wallMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    // MARK: state
+
+    static func state(_ db: Database, _ key: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM syncState WHERE key = ?", arguments: [key])
+    }
+
+    static func setState(_ db: Database, _ key: String, _ value: String?) throws {
+        if let value {
+            try db.execute(sql: "INSERT INTO syncState (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                           arguments: [key, value])
+        } else {
+            try db.execute(sql: "DELETE FROM syncState WHERE key = ?", arguments: [key])
+        }
+    }
+
+    /// This node's id.
+    static func node(_ db: Database) throws -> String {
+        if let node = try state(db, "node"), HybridTimestamp.isNodeID(node) { return node }
+        let node = UUID().uuidString.lowercased()
+        try setState(db, "node", node)
+        return node
+    }
+
+    static func clock(_ db: Database) throws -> HybridClock {
+        HybridClock(node: try node(db), last: try state(db, "clock").flatMap(HybridTimestamp.init(text:)))
+    }
+
+    static func nextSeq(_ db: Database) throws -> Int64 {
+        let next = (try state(db, "seq").flatMap { Int64($0) } ?? 0) + 1
+        try setState(db, "seq", String(next))
+        return next
+    }
+
+    // MARK: writing
+
+    /// Records a change made on this node: each field gets a new stamp and waits to be
+    /// uploaded. Call inside the transaction that changes the record's own table.
+    static func record(_ db: Database, _ kind: SyncKind, id: String, fields: [(String, String)]) throws {
+        var clock = try clock(db)
+        let wall = wallMilliseconds()
+        for (field, value) in fields {
+            let stamp = clock.tick(wall: wall)
+            try upsert(db, SyncChange(kind: kind, id: id, field: field, value: value, stamp: stamp), pending: true)
+        }
+        try setState(db, "clock", clock.last.description)
+    }
+
+    static func recordDelete(_ db: Database, _ kind: SyncKind, id: String) throws {
+        try record(db, kind, id: id, fields: [(SyncChange.deletedField, "true")])
+    }
+
+    private static func upsert(_ db: Database, _ c: SyncChange, pending: Bool) throws {
+        try db.execute(sql: """
+            INSERT INTO syncField (kind, id, field, value, stamp, seq, pending) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(kind, id, field) DO UPDATE SET value = excluded.value, stamp = excluded.stamp,
+                seq = excluded.seq, pending = excluded.pending
+            """, arguments: [c.kind.rawValue, c.id, c.field, c.value, c.stamp.description, try nextSeq(db), pending])
+    }
+
+    /// Merges a peer's changes: every one checked first (a batch with one bad change is
+    /// refused whole), this node's clock moved past their stamps (one more than 5 minutes
+    /// ahead refuses the batch), each field replaced when the change's stamp is newer, and
+    /// the records that changed applied to their tables. Returns how many fields changed.
+    static func merge(_ db: Database, _ changes: [SyncChange], wall: Int64) throws -> Int {
+        for c in changes {
+            try c.check()
+            try SyncRecords.check(c)
+        }
+        var clock = try clock(db)
+        for c in changes { try clock.receive(c.stamp, wall: wall) }
+        try setState(db, "clock", clock.last.description)
+        var touched: [SyncKind: Set<String>] = [:]
+        var changed = 0
+        for c in changes {
+            let current = try String.fetchOne(db, sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?",
+                                              arguments: [c.kind.rawValue, c.id, c.field])
+            if let current, current >= c.stamp.description { continue }
+            try upsert(db, c, pending: false)
+            touched[c.kind, default: []].insert(c.id)
+            changed += 1
+        }
+        for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids) }
+        return changed
+    }
+
+    // MARK: reading
+
+    /// The fields written after `seq`, in order (at most `limit`), and the last one's seq.
+    static func changes(_ db: Database, after seq: Int64, limit: Int) throws -> (changes: [SyncChange], last: Int64) {
+        let rows = try Row.fetchAll(db, sql: "SELECT * FROM syncField WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [seq, limit])
+        var last = seq
+        var list: [SyncChange] = []
+        for row in rows {
+            last = row["seq"] ?? last
+            if let c = change(row) { list.append(c) }
+        }
+        return (list, last)
+    }
+
+    /// The fields changed here and not yet taken by the hub (at most `limit`).
+    static func pending(_ db: Database, limit: Int) throws -> [SyncChange] {
+        try Row.fetchAll(db, sql: "SELECT * FROM syncField WHERE pending = 1 ORDER BY seq LIMIT ?", arguments: [limit]).compactMap(change)
+    }
+
+    /// The hub took these: they stop waiting, unless changed again meanwhile.
+    static func acknowledge(_ db: Database, _ changes: [SyncChange]) throws {
+        for c in changes {
+            try db.execute(sql: "UPDATE syncField SET pending = 0 WHERE kind = ? AND id = ? AND field = ? AND stamp = ?",
+                           arguments: [c.kind.rawValue, c.id, c.field, c.stamp.description])
+        }
+    }
+
+    /// Every field of the records of `kind` (`ids`: only these), grouped by record.
+    static func records(_ db: Database, _ kind: SyncKind, ids: Set<String>? = nil) throws -> [String: [String: SyncChange]] {
+        var out: [String: [String: SyncChange]] = [:]
+        if let ids {
+            for id in ids {
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM syncField WHERE kind = ? AND id = ?", arguments: [kind.rawValue, id]) {
+                    if let c = change(row) { out[c.id, default: [:]][c.field] = c }
+                }
+            }
+        } else {
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM syncField WHERE kind = ?", arguments: [kind.rawValue]) {
+                if let c = change(row) { out[c.id, default: [:]][c.field] = c }
+            }
+        }
+        return out
+    }
+
+    static func change(_ row: Row) -> SyncChange? {
+        guard let kindText: String = row["kind"], let kind = SyncKind(rawValue: kindText), let id: String = row["id"],
+              let field: String = row["field"], let value: String = row["value"], let stampText: String = row["stamp"],
+              let stamp = HybridTimestamp(text: stampText) else { return nil }
+        return SyncChange(kind: kind, id: id, field: field, value: value, stamp: stamp)
+    }
+
+    /// Whether a record is deleted: its delete is newer than every other field's change.
+    static func isDeleted(_ fields: [String: SyncChange]) -> Bool {
+        guard let deleted = fields[SyncChange.deletedField] else { return false }
+        return fields.values.allSatisfy { $0.field == SyncChange.deletedField || $0.stamp < deleted.stamp }
+    }
+}

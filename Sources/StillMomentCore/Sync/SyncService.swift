@@ -1,0 +1,159 @@
+/// Sync as the front-ends see it: for a device, what waits to be uploaded, what the hub took,
+/// the hub's changes merged with the cursor they came to (one transaction), and the hub it
+/// is paired with; for a hub, a device's changes merged and its own read by cursor. Every
+/// rule of sync (what a peer may send, who wins, how a record is applied) is below this.
+import FoundationEssentials
+import GRDB
+import Synchronization
+
+public struct SyncService: Sendable {
+    public let store: LibraryStore
+    public init(store: LibraryStore) { self.store = store }
+
+    /// How many changes one request carries at most (both ways).
+    public static let batchLimit = 2000
+
+    /// The hub a device is paired with (its token is the device's key to it).
+    public struct Hub: Sendable, Equatable, Codable {
+        public var url: String
+        public var token: String
+        /// The hub's node id (its cursor is kept per hub).
+        public var node: String
+        public init(url: String, token: String, node: String) {
+            self.url = url
+            self.token = token
+            self.node = node
+        }
+    }
+
+    /// What `sync status` shows.
+    public struct Status: Sendable, Equatable, Codable {
+        public var node: String
+        public var hub: String?
+        public var pending: Int
+        public var records: Int
+        public var cursor: Int64
+        public var lastCycle: Double?
+        public var lastError: String?
+    }
+
+    // MARK: this node
+
+    public func node() throws(SyncError) -> String {
+        try write { db in try SyncJournal.node(db) }
+    }
+
+    public func hub() throws(SyncError) -> Hub? {
+        try read { db in
+            guard let json = try SyncJournal.state(db, "hub") else { return nil }
+            return try? JSON.decode(Hub.self, from: json.utf8)
+        }
+    }
+
+    /// Pairs this device with a hub (nil: forgets it). A new hub's changes are read from
+    /// the start; everything here is uploaded to it.
+    public func setHub(_ hub: Hub?) throws(SyncError) {
+        try write { db in
+            let before = try SyncJournal.state(db, "hub").flatMap { try? JSON.decode(Hub.self, from: $0.utf8) }
+            try SyncJournal.setState(db, "hub", hub.map { JSON(encoding: $0).line })
+            if before?.node != hub?.node {
+                try SyncJournal.setState(db, "cursor", nil)
+                try db.execute(sql: "UPDATE syncField SET pending = 1")
+            }
+        }
+    }
+
+    public func status() throws(SyncError) -> Status {
+        try read { db in
+            let hub = try SyncJournal.state(db, "hub").flatMap { try? JSON.decode(Hub.self, from: $0.utf8) }
+            return Status(node: try SyncJournal.state(db, "node") ?? "",
+                          hub: hub?.url,
+                          pending: try Int.fetchOne(db, sql: "SELECT count(*) FROM syncField WHERE pending = 1") ?? 0,
+                          records: try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT DISTINCT kind, id FROM syncField)") ?? 0,
+                          cursor: try SyncJournal.state(db, "cursor").flatMap { Int64($0) } ?? 0,
+                          lastCycle: try SyncJournal.state(db, "lastCycle").flatMap { Double($0) },
+                          lastError: try SyncJournal.state(db, "lastError"))
+        }
+    }
+
+    /// Notes how the last cycle ended (nil: well).
+    public func noteCycle(error: String?, at time: Double) throws(SyncError) {
+        try write { db in
+            if error == nil { try SyncJournal.setState(db, "lastCycle", String(time)) }
+            try SyncJournal.setState(db, "lastError", error.map { String(Display.clean($0).prefix(300)) })
+        }
+    }
+
+    // MARK: a device's side of a cycle
+
+    /// What waits for the hub (at most `batchLimit`).
+    public func pending() throws(SyncError) -> [SyncChange] {
+        try read { db in try SyncJournal.pending(db, limit: Self.batchLimit) }
+    }
+
+    /// The hub took these.
+    public func acknowledge(_ changes: [SyncChange]) throws(SyncError) {
+        try write { db in try SyncJournal.acknowledge(db, changes) }
+    }
+
+    /// Where this device has read the hub's changes to.
+    public func cursor() throws(SyncError) -> Int64 {
+        try read { db in try SyncJournal.state(db, "cursor").flatMap { Int64($0) } ?? 0 }
+    }
+
+    /// A page of the hub's changes: merged, applied, and the cursor moved to `next`, in one
+    /// transaction (a cycle cut before its commit reads the page again). Returns how many
+    /// fields changed here.
+    @discardableResult
+    public func take(_ changes: [SyncChange], next: Int64) throws(SyncError) -> Int {
+        guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one page", "mehr als \(Self.batchLimit) Änderungen auf einer Seite")) }
+        guard next >= 0 else { throw .refused(both("a cursor below zero", "ein Zeiger unter null")) }
+        let wall = SyncJournal.wallMilliseconds()
+        return try write { db in
+            let changed = try SyncJournal.merge(db, changes, wall: wall)
+            try SyncJournal.setState(db, "cursor", String(next))
+            return changed
+        }
+    }
+
+    // MARK: the hub's side
+
+    /// A device's upload, merged and applied in one transaction (all or nothing).
+    @discardableResult
+    public func receive(_ changes: [SyncChange]) throws(SyncError) -> Int {
+        guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one upload", "mehr als \(Self.batchLimit) Änderungen in einem Hochladen")) }
+        let wall = SyncJournal.wallMilliseconds()
+        return try write { db in try SyncJournal.merge(db, changes, wall: wall) }
+    }
+
+    /// The changes written here after `cursor` (at most `batchLimit`), the cursor to ask
+    /// from next, and whether there are more.
+    public func changes(after cursor: Int64) throws(SyncError) -> (changes: [SyncChange], next: Int64, more: Bool) {
+        try read { db in
+            let page = try SyncJournal.changes(db, after: max(0, cursor), limit: Self.batchLimit)
+            let more = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM syncField WHERE seq > ?)", arguments: [page.last]) ?? false
+            return (page.changes, page.last, more)
+        }
+    }
+
+    // MARK: the store, with sync's errors kept
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) throws(SyncError) -> T {
+        do { return try store.read(body) } catch { throw .store(error) }
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) throws(SyncError) -> T {
+        let refusal = Mutex<SyncError?>(nil)
+        do {
+            return try store.write { db in
+                do { return try body(db) } catch let e as SyncError {
+                    refusal.withLock { $0 = e }
+                    throw e
+                }
+            }
+        } catch {
+            if let e = refusal.withLock({ $0 }) { throw e }
+            throw .store(error)
+        }
+    }
+}

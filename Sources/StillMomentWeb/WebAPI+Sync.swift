@@ -1,0 +1,103 @@
+// The hub's side of sync, on the web listener: a device pairs with the PIN `stillmoment web
+// pair` shows (the same PIN, lockout and revocable token as a browser), then uploads its
+// changes and reads the hub's by cursor. A device's token travels as `Authorization: Bearer`,
+// never as a cookie, so no page in a browser can send it (no Origin check needed). Each
+// route is a translation to Core's SyncService, which holds every rule.
+import FoundationEssentials
+import StillMomentControl
+import StillMomentCore
+
+extension WebAPI {
+    /// An upload of changes is limited to this many bytes (SyncService.batchLimit changes
+    /// of typical size fit in well under it; the device splits by size too).
+    static let maxSyncBody = 4 << 20
+
+    static func isSync(_ r: HTTPRequest) -> Bool { r.path.hasPrefix("/api/sync/") }
+
+    /// The head of a sync request: the pairing needs no token; everything else a paired
+    /// device's bearer token.
+    func planSync(_ r: HTTPRequest) -> Plan {
+        if r.path != "/api/sync/pair" && syncDevice(r) == nil {
+            return .refuse(.error(401, "unpaired", tr("this device is not paired with the hub: `stillmoment sync pair URL --pin PIN`",
+                                                      "dieses Gerät ist nicht mit dem Hub gekoppelt: `stillmoment sync pair URL --pin PIN`")))
+        }
+        let limit = r.path == "/api/sync/push" ? Self.maxSyncBody : Self.maxJSONBody
+        guard r.contentLength <= limit else {
+            return .refuse(.error(413, "too-large", tr("a sync request is limited to \(limit / 1024) KiB", "eine Sync-Anfrage hat höchstens \(limit / 1024) KiB")))
+        }
+        return .buffer
+    }
+
+    /// The device whose bearer token the request carries.
+    func syncDevice(_ r: HTTPRequest) -> WebDevice? {
+        guard let header = r.header("authorization"), header.hasPrefix("Bearer ") else { return nil }
+        return try? PairingStore(store: store).device(token: String(header.dropFirst(7)))
+    }
+
+    func handleSync(_ r: HTTPRequest, body: [UInt8]) -> Response {
+        let sync = SyncService(store: store)
+        do throws(SyncError) {
+            switch (r.method, r.path) {
+            case ("POST", "/api/sync/pair"):
+                return syncPair(body, r, hub: try sync.node())
+            case ("POST", "/api/sync/push"):
+                let upload: SyncUpload
+                do { upload = try JSON.decode(SyncUpload.self, from: body, strict: true) } catch {
+                    return .error(422, "sync-refused", tr("not an upload of changes: \(error)", "kein Hochladen von Änderungen: \(error)"))
+                }
+                let changed = try sync.receive(upload.changes)
+                if changed > 0, let d = syncDevice(r) { log.info("sync: \(changed) field(s) from device \(d.id) (\(d.name))") }
+                return .json(.object(["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count))]))
+            case ("GET", "/api/sync/pull"):
+                let after = r.query["after"].flatMap { Int64($0) } ?? 0
+                guard after >= 0 else { return .error(422, "bad-arguments", tr("after is a cursor (0 or more)", "after ist ein Zeiger (0 oder mehr)")) }
+                let page = try sync.changes(after: after)
+                return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more)))
+            default:
+                return .error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
+                                                   "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))"))
+            }
+        } catch {
+            switch error {
+            case .refused, .clockAhead:
+                log.notice("sync: refused from \(r.peer): \(error.text(.en))")
+                return .error(422, error.code, error.description)
+            case .store, .unreachable:
+                return .error(500, "failed", error.description)
+            }
+        }
+    }
+
+    private func syncPair(_ body: [UInt8], _ r: HTTPRequest, hub: String) -> Response {
+        guard let json = try? JSONParser.parse(body), case .object(let args) = json,
+              args.keys.allSatisfy({ $0 == "pin" || $0 == "name" }) else {
+            return .error(422, "bad-arguments", tr("pairing takes pin and name", "das Koppeln nimmt pin und name"))
+        }
+        let now = Date().timeIntervalSince1970
+        let address = r.peer.isEmpty ? "?" : r.peer
+        do throws(CoreError) {
+            switch try PairingStore(store: store).attempt(pin: String((args["pin"]?.string ?? "").prefix(16)),
+                                                          deviceName: String((args["name"]?.string ?? "device").prefix(200)),
+                                                          address: address, now: now) {
+            case .locked(let lock):
+                return Response.error(429, "locked", tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder"))
+                    .with(("Retry-After", String(max(1, Int(lock.until - now) + 1))))
+            case .wrong:
+                log.notice("sync: a wrong pairing PIN from \(address)")
+                return .error(403, "wrong-pin", tr("wrong or expired PIN (`stillmoment web pair` on the hub shows one)",
+                                                   "falsche oder abgelaufene PIN (`stillmoment web pair` auf dem Hub zeigt eine)"))
+            case .paired(let device, let token):
+                log.notice("sync: paired device \(device.id) (\(device.name)) from \(address)")
+                return .json(.object(["hub": .string(hub), "token": .string(token), "device": .number(Double(device.id))]))
+            }
+        } catch {
+            return .error(500, "failed", error.description)
+        }
+    }
+}
+
+/// A device's upload.
+struct SyncUpload: Codable {
+    var node: String
+    var changes: [SyncChange]
+}

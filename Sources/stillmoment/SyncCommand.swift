@@ -1,0 +1,130 @@
+// `stillmoment sync`: one library on several devices. `sync pair URL --pin PIN` pairs this
+// device with a hub (any node running `stillmoment web` on the LAN; its `web pair` shows the
+// PIN), `sync now` runs a cycle, `sync status` says where it stands, `sync off` forgets the
+// hub. On the hub, `sync devices` and `sync forget ID` list and revoke paired devices.
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import StillMomentControl
+import StillMomentCore
+import StillMomentWeb
+
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Sync presets and the practice log with the other devices (through a hub).",
+        discussion: """
+            One node is the hub: it runs `stillmoment web --listen ADDRESS:PORT`, and \
+            `stillmoment web pair` on it shows a PIN. On each other device: \
+            `stillmoment sync pair http://HUB:8181 --pin PIN`, then `stillmoment sync now`. \
+            A conflict (the same field changed on two devices) goes to the later change by \
+            a hybrid logical clock; a delete wins over older changes and loses to newer ones.
+            """,
+        subcommands: [Pair.self, Now.self, Status.self, Off.self, Devices.self, Forget.self],
+        defaultSubcommand: Status.self
+    )
+
+    static func fail(_ error: SyncError) -> ExitCode {
+        switch error {
+        case .refused: return Console.fail(error.description, code: 1)
+        case .store(let e): return Console.fail(e)
+        case .clockAhead, .unreachable: return Console.fail(error.description, code: 1)
+        }
+    }
+
+    struct Pair: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "pair", abstract: "Pair this device with a hub (its `web pair` shows the PIN).")
+        @Argument(help: "The hub's address: http://HOST:PORT.") var url: String
+        @Option(help: "The six-digit PIN the hub's `stillmoment web pair` shows.") var pin: String
+        @Option(help: "This device's name on the hub (default: the host name).") var name: String?
+
+        func run() throws {
+            let store = try openStore()
+            let label = name ?? Self.hostName()
+            do throws(SyncError) {
+                let hub = try SyncPeer(store: store).pair(url: url, pin: pin, name: label)
+                Console.out(tr("paired with the hub at \(hub.url) (as '\(Display.clean(label))'); `stillmoment sync now` runs a cycle",
+                               "mit dem Hub unter \(hub.url) gekoppelt (als '\(Display.clean(label))'); `stillmoment sync now` gleicht ab"))
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+
+        static func hostName() -> String {
+            var buffer = [CChar](repeating: 0, count: 256)
+            guard gethostname(&buffer, buffer.count - 1) == 0 else { return "device" }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    struct Now: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "now", abstract: "Run a sync cycle with the hub now.")
+        @Flag(help: "Print JSON.") var json = false
+        func run() throws {
+            let store = try openStore()
+            do throws(SyncError) {
+                let report = try SyncPeer(store: store).cycle()
+                if json { Console.out(jsonText(report)); return }
+                Console.out(tr("synced with \(report.hub): \(report.uploaded) change(s) sent, \(report.downloaded) received, \(report.changed) applied here",
+                               "abgeglichen mit \(report.hub): \(report.uploaded) Änderung(en) gesendet, \(report.downloaded) empfangen, \(report.changed) hier übernommen"))
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "status", abstract: "Where sync stands: the hub, what waits, the last cycle.")
+        @Flag(help: "Print JSON.") var json = false
+        func run() throws {
+            let store = try openStore()
+            do throws(SyncError) {
+                let s = try SyncService(store: store).status()
+                if json { Console.out(jsonText(s)); return }
+                Console.out(tr("node      ", "Knoten    ") + s.node)
+                Console.out(tr("hub       ", "Hub       ") + (s.hub ?? tr("none (this node can be one: `stillmoment web`)", "keiner (dieser Knoten kann einer sein: `stillmoment web`)")))
+                Console.out(tr("records   ", "Sätze     ") + String(s.records))
+                Console.out(tr("waiting   ", "wartend   ") + String(s.pending))
+                if let t = s.lastCycle {
+                    Console.out(tr("last sync ", "zuletzt   ") + PracticeText.when(LocalTime.at(unix: Int64(t))))
+                }
+                if let e = s.lastError { Console.out(tr("error     ", "Fehler    ") + e) }
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+    }
+
+    struct Off: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "off", abstract: "Forget the hub (nothing here is deleted).")
+        func run() throws {
+            let store = try openStore()
+            do throws(SyncError) {
+                try SyncService(store: store).setHub(nil)
+                Console.out(tr("this device no longer syncs (its library stays as it is)", "dieses Gerät gleicht nicht mehr ab (seine Bibliothek bleibt, wie sie ist)"))
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+    }
+
+    struct Devices: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "devices", abstract: "On the hub: the paired devices and browsers (id, name, last seen).")
+        @Flag(help: "Print JSON.") var json = false
+        func run() throws {
+            var inner = WebCommand.Devices()
+            inner.json = json
+            try inner.run()
+        }
+    }
+
+    struct Forget: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "forget", abstract: "On the hub: revoke a paired device (its id from `sync devices`).")
+        @Argument(help: "The device's id.") var id: String
+        func run() throws {
+            var inner = WebCommand.Revoke()
+            inner.id = id
+            try inner.run()
+        }
+    }
+}

@@ -1,0 +1,339 @@
+/// Sync between a hub and its devices, on real catalogs (SQLite) in one process: the hybrid
+/// clock, concurrent edits, edit against delete, one name made on two devices, the practice
+/// log, a peer's hostile changes, and a property test of convergence under random delivery.
+import FoundationEssentials
+import PropertyBased
+import Testing
+@testable import StillMomentCore
+
+/// A replica: a catalog in a home of its own.
+final class SyncReplica: Sendable {
+    let home = LibraryTempHome()
+    let store: LibraryStore
+    var sync: SyncService { SyncService(store: store) }
+    var presets: PresetStore { PresetStore(store: store) }
+    var log: PracticeLog { PracticeLog(store: store) }
+    init() throws { store = try LibraryStore(home: home.path) }
+
+    /// A device's cycle with a hub: upload what waits, then read the hub from the cursor.
+    func cycle(with hub: SyncReplica) throws {
+        let pending = try sync.pending()
+        try hub.sync.receive(pending)
+        try sync.acknowledge(pending)
+        while true {
+            let page = try hub.sync.changes(after: try sync.cursor())
+            try sync.take(page.changes, next: page.next)
+            if !page.more { break }
+        }
+    }
+
+    /// What a user sees: the presets (id, name, request) and the log's ids, in order.
+    func catalog() throws -> [String] {
+        try presets.all().map { "\($0.id) \($0.name) \(JSON(encoding: $0.request).line)" }
+            + log.entries().map { "practice \($0.id) \($0.name) \($0.heardMilliseconds)" }
+    }
+}
+
+@Suite("Sync")
+struct SyncTests {
+    static var catalog: SoundCatalog { get throws { try SoundCatalog.load(folder: GuidedTests.sounds) } }
+    static let nodeA = "aaaaaaaa-0000-4000-8000-000000000001"
+    static let nodeB = "bbbbbbbb-0000-4000-8000-000000000002"
+
+    static func entry(_ id: String, heard: Int64 = 600_000) -> PracticeEntry {
+        PracticeEntry(id: id, kind: .timer, name: "Timer 10m", start: LocalTime(unix: 1_790_000_000, utcOffset: 3600),
+                      plannedMilliseconds: 600_000, heardMilliseconds: heard, sections: "sit 5m, walk 5m", endReason: "completed")
+    }
+
+    // MARK: the clock
+
+    @Test("the hybrid clock never goes back, orders one millisecond by its counter, and refuses a stamp over 5 min ahead")
+    func hybridClock() throws {
+        var a = HybridClock(node: Self.nodeA)
+        let t1 = a.tick(wall: 1_000_000)
+        let t2 = a.tick(wall: 1_000_000)
+        let t3 = a.tick(wall: 999_000)   // the wall clock stepped back a second
+        #expect(t1 < t2 && t2 < t3 && t3.milliseconds == 1_000_000 && t3.counter == 2)
+        var b = HybridClock(node: Self.nodeB)
+        // B's clock is 10 minutes behind A's: what B does after hearing A still comes after it.
+        try b.receive(t3, wall: 1_000_000 - 240_000)
+        let t4 = b.tick(wall: 1_000_000 - 240_000)
+        #expect(t3 < t4, "a change made after hearing another is later, whatever the wall clocks say")
+        // A stamp 10 minutes ahead of this clock is refused and changes nothing.
+        let before = b.last
+        let future = try #require(HybridTimestamp(milliseconds: 2_000_000, counter: 0, node: Self.nodeA))
+        #expect(throws: SyncError.self) { try b.receive(future, wall: 2_000_000 - 600_000) }
+        #expect(b.last == before)
+        // The wire form: fixed widths, ordered as the stamps, read strictly.
+        let text = t4.description
+        #expect(HybridTimestamp(text: text) == t4)
+        #expect((t3.description < t4.description) == (t3 < t4))
+        for bad in ["", "1-2-3", String(text.dropLast()), text + "0", text.replacingOccurrences(of: "-0", with: "+0"),
+                    "00000000000000a-00000-" + Self.nodeA, "000000000001000-00000-" + Self.nodeA.uppercased(),
+                    "999999999999999-00000-" + Self.nodeA] {
+            #expect(HybridTimestamp(text: bad) == nil, "\(bad)")
+        }
+    }
+
+    // MARK: convergence
+
+    @Test("concurrent edits of one preset converge to the later change on every device; a later change's stamp wins")
+    func concurrentEdits() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        _ = try a.presets.save("Morning", request: try TimerRequest(text: ["duration": "20m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        #expect(try b.presets.all().map(\.name) == ["Morning"])
+        // Both change the duration and the name while apart; B's changes come later.
+        _ = try a.presets.save("Morning", request: try TimerRequest(text: ["duration": "25m"]), catalog: Self.catalog)
+        try a.presets.rename("Morning", to: "Dawn")
+        _ = try b.presets.save("Morning", request: try TimerRequest(text: ["duration": "30m"]), catalog: Self.catalog)
+        try b.presets.rename("Morning", to: "Sunrise")
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        for r in [hub, a, b] {
+            let all = try r.presets.all()
+            #expect(all.map(\.name) == ["Sunrise"])
+            #expect(all.first?.request.duration == 1_800_000)
+        }
+        #expect(try a.catalog() == b.catalog() && b.catalog() == hub.catalog())
+    }
+
+    @Test("a delete wins over older edits and loses to newer ones (the record comes back whole)")
+    func editAgainstDelete() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        _ = try a.presets.save("Evening", request: try TimerRequest(text: ["duration": "15m", "interval": "5m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        // B edits, then A deletes: the delete is later and wins.
+        try b.presets.rename("Evening", to: "Dusk")
+        try a.presets.delete("Evening")
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        for r in [hub, a, b] { #expect(try r.presets.all().isEmpty) }
+        // Now B edits after the delete (it had not heard of it when it began): it comes back.
+        _ = try hub.presets.save("Night", request: try TimerRequest(text: ["duration": "40m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.presets.delete("Night")
+        _ = try b.presets.save("Night", request: try TimerRequest(text: ["duration": "45m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        for r in [hub, a, b] {
+            let all = try r.presets.all()
+            #expect(all.map(\.name) == ["Night"] && all.first?.request.duration == 2_700_000)
+        }
+    }
+
+    @Test("one name made on two devices: both presets stay, the later shown with (2), the same everywhere")
+    func sameNameTwice() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        _ = try a.presets.save("Sit", request: try TimerRequest(text: ["duration": "10m"]), catalog: Self.catalog)
+        _ = try b.presets.save("sit", request: try TimerRequest(text: ["duration": "50m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        let names = try hub.presets.all().map(\.name).sorted()
+        #expect(names == ["Sit", "sit (2)"])
+        #expect(try a.catalog() == hub.catalog() && b.catalog() == hub.catalog())
+        #expect(Set(try hub.presets.all().compactMap(\.request.duration)) == [600_000, 3_000_000], "neither was lost")
+    }
+
+    @Test("the practice log: both devices' sits everywhere, never in conflict; a deleted sit is gone everywhere")
+    func practiceLog() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        let ids = (0..<4).map { "0000000\($0)-1111-4111-8111-111111111111" }
+        #expect(try a.log.add([Self.entry(ids[0]), Self.entry(ids[1])]) == 2)
+        #expect(try b.log.add([Self.entry(ids[2]), Self.entry(ids[3], heard: 300_000)]) == 2)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        for r in [hub, a, b] { #expect(try r.log.entries().map(\.id) == ids) }
+        #expect(try a.log.entries().first?.sections == "sit 5m, walk 5m", "the sections travel too")
+        #expect(try a.log.delete(id: ids[3]))
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        for r in [hub, a, b] {
+            #expect(try r.log.entries().map(\.id) == Array(ids.prefix(3)))
+            #expect(try r.log.stats(today: LocalTime.now().date).all.sits == 3, "the totals SQLite keeps follow")
+        }
+    }
+
+    @Test("a device's local preset device stays on it; a peer cannot send one")
+    func deviceStaysLocal() throws {
+        let hub = try SyncReplica(), a = try SyncReplica()
+        _ = try a.presets.save("Hall", request: try TimerRequest(text: ["duration": "20m", "device": "null"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        #expect(try hub.presets.find("Hall")?.request.device == nil)
+        try hub.presets.rename("Hall", to: "Great hall")
+        try a.cycle(with: hub)
+        #expect(try a.presets.find("Great hall")?.request.device?.text == "null")
+    }
+
+    // MARK: a hostile peer
+
+    @Test("a peer's bad change refuses its whole batch and stores nothing")
+    func hostileChanges() throws {
+        let hub = try SyncReplica()
+        let now = SyncJournal.wallMilliseconds()
+        let stamp = try #require(HybridTimestamp(milliseconds: now, counter: 0, node: Self.nodeA))
+        let good = SyncChange(kind: .preset, id: "12345678-1234-4234-8234-123456789abc", field: "name", value: "\"Fine\"", stamp: stamp)
+        var cases: [(String, SyncChange)] = []
+        func with(_ label: String, _ change: (inout SyncChange) -> Void) {
+            var c = good
+            change(&c)
+            cases.append((label, c))
+        }
+        with("a path as id") { $0.id = "../../etc/passwd" }
+        with("an upper-case id") { $0.id = $0.id.uppercased() }
+        with("an unknown field") { $0.field = "storedFile" }
+        with("a name with a line break") { $0.value = "\"a\\nb\"" }
+        with("a name of 61 characters") { $0.value = "\"" + String(repeating: "x", count: 61) + "\"" }
+        with("a name that is a number") { $0.value = "1e300" }
+        with("a value of 17 KiB") { $0.field = "request"; $0.value = "{\"gong\":\"" + String(repeating: "x", count: 17_000) + "\"}" }
+        with("a request naming a device") { $0.field = "request"; $0.value = "{\"device\":\"file:'|touch /tmp/pwned'\"}" }
+        with("a request out of range") { $0.field = "request"; $0.value = "{\"duration\":1e300}" }
+        with("a delete that is not true") { $0.field = "deleted"; $0.value = "false" }
+        with("a creation time of 1e300") { $0.field = "created"; $0.value = "1e300" }
+        with("a stamp 10 minutes ahead") { $0.stamp = HybridTimestamp(milliseconds: now + 600_000, counter: 0, node: Self.nodeA) ?? stamp }
+        with("a practice entry of another id") {
+            $0.kind = .practice; $0.field = "entry"
+            var o = PracticeExport.json(Self.entry("00000000-1111-4111-8111-111111111111"))
+            o["sections"] = .null
+            $0.value = JSON.object(o).line
+        }
+        with("a practice entry with a control character") {
+            $0.kind = .practice; $0.field = "entry"
+            var o = PracticeExport.json(Self.entry($0.id))
+            o["sections"] = .string("sit\u{1b}[2J")
+            $0.value = JSON.object(o).line
+        }
+        for (label, bad) in cases {
+            #expect(throws: SyncError.self, "\(label)") { try hub.sync.receive([good, bad]) }
+        }
+        #expect(try hub.presets.all().isEmpty && hub.sync.changes(after: 0).changes.isEmpty, "nothing of a refused batch stored")
+        // The wire: unknown kinds and malformed stamps are refused when read.
+        for text in ["{\"k\":\"meditation\",\"i\":\"\(good.id)\",\"f\":\"name\",\"v\":\"x\",\"h\":\"\(stamp)\"}",
+                     "{\"k\":\"preset\",\"i\":\"\(good.id)\",\"f\":\"name\",\"v\":\"x\",\"h\":\"yesterday\"}"] {
+            #expect(throws: (any Error).self) { try JSON.decode(SyncChange.self, from: text.utf8, strict: true) }
+        }
+        // The good change alone is taken.
+        try hub.sync.receive([good])
+        #expect(try hub.presets.all().isEmpty, "a name alone is no preset yet (no request)")
+        #expect(try hub.sync.changes(after: 0).changes == [good])
+    }
+
+    // MARK: strong eventual consistency
+
+    enum Op: Sendable, CustomStringConvertible {
+        case save(replica: Int, name: Int, minutes: Int)
+        case rename(replica: Int, from: Int, to: Int)
+        case delete(replica: Int, name: Int)
+        case sit(replica: Int, heard: Int)
+        case unsit(replica: Int, index: Int)
+        case deliver(from: Int, to: Int, keep: Int, seed: Int)
+        var description: String {
+            switch self {
+            case .save(let r, let n, let m): return "save(r\(r), n\(n), \(m)m)"
+            case .rename(let r, let f, let t): return "rename(r\(r), n\(f)→n\(t))"
+            case .delete(let r, let n): return "delete(r\(r), n\(n))"
+            case .sit(let r, let h): return "sit(r\(r), \(h))"
+            case .unsit(let r, let i): return "unsit(r\(r), #\(i))"
+            case .deliver(let f, let t, let k, let s): return "deliver(r\(f)→r\(t), keep \(k)%, seed \(s))"
+            }
+        }
+    }
+
+    static let names = ["Morning", "morning", "Evening", "Walk"]
+    /// 5 to 40 random operations from a seed.
+    static func ops(_ seed: UInt64) -> [Op] {
+        var rng = SplitMix(seed: seed)
+        func n(_ k: Int) -> Int { Int(rng.next() % UInt64(k)) }
+        return (0..<(5 + n(36))).map { _ in
+            let (kind, r, a, b) = (n(10), n(3), n(4), n(101))
+            switch kind {
+            case 0, 1: return .save(replica: r, name: a, minutes: 1 + b % 60)
+            case 2: return .rename(replica: r, from: a, to: b % 4)
+            case 3: return .delete(replica: r, name: a)
+            case 4: return .sit(replica: r, heard: 1 + b)
+            case 5: return .unsit(replica: r, index: b)
+            default: return .deliver(from: r, to: (r + 1 + a % 2) % 3, keep: b, seed: a * 101 + b)
+            }
+        }
+    }
+
+    @Test("random changes on three replicas, delivered in random orders with duplicates and drops, converge; nothing not deleted is lost")
+    func convergence() async throws {
+        await propertyCheck(count: 40, input: Gen.uint64()) { seed in
+            let ops = Self.ops(seed)
+            do {
+                let replicas = try (0..<3).map { _ in try SyncReplica() }
+                var sits = 0
+                var created: Set<String> = []   // preset ids ever made
+                for op in ops {
+                    switch op {
+                    case .save(let r, let n, let m):
+                        let p = try? replicas[r].presets.save(Self.names[n], request: try TimerRequest(text: ["duration": "\(m)m"]), catalog: Self.catalog)
+                        if let p { created.insert(p.id) }
+                    case .rename(let r, let f, let t):
+                        try? replicas[r].presets.rename(Self.names[f], to: Self.names[t] + " x")
+                    case .delete(let r, let n):
+                        try? replicas[r].presets.delete(Self.names[n], force: true)
+                    case .sit(let r, let heard):
+                        sits += 1
+                        let id = UUID().uuidString.lowercased()
+                        _ = try replicas[r].log.add([Self.entry(id, heard: Int64(heard) * 1000)])
+                    case .unsit(let r, let i):
+                        let all = try replicas[r].log.entries()
+                        if !all.isEmpty { _ = try replicas[r].log.delete(id: all[i % all.count].id) }
+                    case .deliver(let from, let to, let keep, let seed):
+                        // A random part of what `from` holds, shuffled, some twice: a lossy,
+                        // reordering, duplicating link (state-based: what it sends is its journal).
+                        var rng = SplitMix(seed: UInt64(seed))
+                        var changes = try replicas[from].sync.changes(after: 0).changes.filter { _ in Int(rng.next() % 100) < keep }
+                        changes += changes.prefix(Int(rng.next() % 4))
+                        changes.shuffle(using: &rng)
+                        for chunk in stride(from: 0, to: changes.count, by: 7) {
+                            try replicas[to].sync.receive(Array(changes[chunk..<min(chunk + 7, changes.count)]))
+                        }
+                    }
+                }
+                // The links heal: everyone hears everyone (twice round, in a fixed order).
+                for _ in 0..<2 {
+                    for from in 0..<3 {
+                        for to in 0..<3 where to != from {
+                            try replicas[to].sync.receive(try replicas[from].sync.changes(after: 0).changes)
+                        }
+                    }
+                }
+                let views = try replicas.map { try $0.catalog() }
+                #expect(views[0] == views[1] && views[1] == views[2], "replicas differ after \(ops)")
+                // Nothing lost that was not deleted: every preset made is there unless a delete
+                // of it is in the journal.
+                let journal = try replicas[0].sync.changes(after: 0).changes
+                let deleted = Set(journal.filter { $0.field == SyncChange.deletedField }.map(\.id))
+                let present = Set(try replicas[0].presets.all().map(\.id))
+                #expect(created.subtracting(deleted).isSubset(of: present), "a preset was lost after \(ops)")
+                _ = sits
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+}
+
+/// A small seeded generator (SplitMix64) for the delivery's order and drops.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
