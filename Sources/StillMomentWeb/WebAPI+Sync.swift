@@ -52,7 +52,7 @@ extension WebAPI {
                 let after = r.query["after"].flatMap { Int64($0) } ?? 0
                 guard after >= 0 else { return .error(422, "bad-arguments", tr("after is a cursor (0 or more)", "after ist ein Zeiger (0 oder mehr)")) }
                 let page = try sync.changes(after: after)
-                return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more)))
+                return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more, time: SyncJournal.wallMilliseconds())))
             default:
                 return .error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
                                                    "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))"))

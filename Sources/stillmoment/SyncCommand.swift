@@ -88,6 +88,11 @@ struct SyncCommand: ParsableCommand {
                 if let t = s.lastCycle {
                     Console.out(tr("last sync ", "zuletzt   ") + PracticeText.when(LocalTime.at(unix: Int64(t))))
                 }
+                if let offset = s.hubOffset, abs(offset) >= 2000 {
+                    let seconds = abs(offset) / 1000
+                    Console.out(tr("clock     ", "Uhr       ") + (offset > 0 ? tr("\(seconds) s behind the hub's", "\(seconds) s hinter der des Hubs")
+                                                                           : tr("\(seconds) s ahead of the hub's", "\(seconds) s vor der des Hubs")))
+                }
                 if let e = s.lastError { Console.out(tr("error     ", "Fehler    ") + e) }
             } catch {
                 throw SyncCommand.fail(error)

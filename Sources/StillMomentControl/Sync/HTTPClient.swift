@@ -66,7 +66,7 @@ public struct HTTPClient: Sendable {
         let fd = try connect(deadline: deadline)
         defer { close(fd) }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nConnection: close\r\n"
-        head += "Content-Length: \(body.count)\r\n"
+        head += "Content-Length: \(body.count)\r\nAccept-Language: \(Language.current == .de ? "de" : "en")\r\n"
         if !body.isEmpty { head += "Content-Type: application/json\r\n" }
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         head += "\r\n"

@@ -91,7 +91,7 @@ public struct SyncPeer: Sendable {
             }
             guard page.hub == hub.node else { throw Self.otherHub }
             guard page.next >= cursor else { throw .refused(both("the hub's cursor went back", "der Zeiger des Hubs ging zurück")) }
-            report.changed += try service.take(page.changes, next: page.next)
+            report.changed += try service.take(page.changes, next: page.next, hubTime: page.time)
             report.downloaded += page.changes.count
             pages += 1
             if !page.more || page.next == cursor || pages >= 10_000 { break }

@@ -139,8 +139,12 @@ public struct SyncPage: Sendable, Equatable, Codable {
     /// The cursor to ask from next.
     public var next: Int64
     public var more: Bool
-    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool) {
+    /// The hub's wall clock when it answered (ms since 1970): the stamps it sends are checked
+    /// against it, as it checked them when it took them.
+    public var time: Int64
+    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool, time: Int64) {
         self.hub = hub
+        self.time = time
         self.changes = changes
         self.next = next
         self.more = more

@@ -35,6 +35,8 @@ public struct SyncService: Sendable {
         public var cursor: Int64
         public var lastCycle: Double?
         public var lastError: String?
+        /// The hub's clock less this device's at the last page read (ms).
+        public var hubOffset: Int64?
     }
 
     // MARK: this node
@@ -72,7 +74,8 @@ public struct SyncService: Sendable {
                           records: try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT DISTINCT kind, id FROM syncField)") ?? 0,
                           cursor: try SyncJournal.state(db, "cursor").flatMap { Int64($0) } ?? 0,
                           lastCycle: try SyncJournal.state(db, "lastCycle").flatMap { Double($0) },
-                          lastError: try SyncJournal.state(db, "lastError"))
+                          lastError: try SyncJournal.state(db, "lastError"),
+                          hubOffset: try SyncJournal.state(db, "hubOffset").flatMap { Int64($0) })
         }
     }
 
@@ -101,17 +104,33 @@ public struct SyncService: Sendable {
         try read { db in try SyncJournal.state(db, "cursor").flatMap { Int64($0) } ?? 0 }
     }
 
+    /// How far a hub's clock may be from this device's before its pages are refused.
+    public static let maximumHubOffset: Int64 = 3_600_000
+
     /// A page of the hub's changes: merged, applied, and the cursor moved to `next`, in one
-    /// transaction (a cycle cut before its commit reads the page again). Returns how many
-    /// fields changed here.
+    /// transaction (a cycle cut before its commit reads the page again). The stamps are
+    /// checked against the hub's clock as it checked them (`hubTime`; a device whose own
+    /// clock is slow still takes them, and its clock moves up to them), a hub's clock more
+    /// than an hour from this one's is refused. Returns how many fields changed here.
     @discardableResult
-    public func take(_ changes: [SyncChange], next: Int64) throws(SyncError) -> Int {
+    public func take(_ changes: [SyncChange], next: Int64, hubTime: Int64? = nil) throws(SyncError) -> Int {
         guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one page", "mehr als \(Self.batchLimit) Änderungen auf einer Seite")) }
         guard next >= 0 else { throw .refused(both("a cursor below zero", "ein Zeiger unter null")) }
-        let wall = SyncJournal.wallMilliseconds()
+        let own = SyncJournal.wallMilliseconds()
+        var wall = own
+        if let hubTime {
+            guard abs(hubTime - own) <= Self.maximumHubOffset else {
+                let minutes = min(abs(hubTime - own) / 60_000, 99_999)
+                throw .refused(both("the hub's clock is \(minutes) min \(hubTime > own ? "ahead of" : "behind") this device's: set the clocks (chrony or NTP)",
+                                    "die Uhr des Hubs geht \(minutes) min \(hubTime > own ? "vor" : "nach") gegenüber diesem Gerät: stelle die Uhren (chrony oder NTP)"))
+            }
+            wall = max(own, hubTime)
+        }
+        let checkedAgainst = wall
         return try write { db in
-            let changed = try SyncJournal.merge(db, changes, wall: wall)
+            let changed = try SyncJournal.merge(db, changes, wall: checkedAgainst)
             try SyncJournal.setState(db, "cursor", String(next))
+            if let hubTime { try SyncJournal.setState(db, "hubOffset", String(hubTime - own)) }
             return changed
         }
     }
