@@ -3,7 +3,8 @@
 // the device warm-up, the session service (with its device worker, scheduler and standby
 // keeper), the background indexer, the control-socket listener (SocketListener.swift), and
 // the home front-ends: the buttons (Home/ButtonWatcher.swift) and the LED (Home/LED.swift),
-// and the MQTT bridge to Home Assistant (MQTT/MQTTBridge.swift) when the `mqtt-*` settings ask.
+// the MQTT bridge to Home Assistant (MQTT/MQTTBridge.swift) when the `mqtt-*` settings ask,
+// and sync with a hub when this device is paired with one (Sync/SyncKeeper.swift).
 import CSystem
 import Dispatch
 import FoundationEssentials
@@ -53,6 +54,7 @@ public final class Daemon {
     private let log: Logger
     private let host: SessionService
     private let indexer: BackgroundIndexer
+    private let sync: SyncKeeper
     private let listener: SocketListener
     private let store: LibraryStore
     /// The buttons, in the poll set (their actions go through the service's typed calls).
@@ -87,6 +89,7 @@ public final class Daemon {
                 Self.perform(host, log, button, kind, action)
             }
             indexer = BackgroundIndexer(store: store, log: log)
+            sync = SyncKeeper(store: store, log: log)
             listener = SocketListener(listenFD: listening, options: options, host: host, log: log)
             mqtt = MQTTBridge(host: host, log: log, version: options.version)
         } catch {
@@ -98,6 +101,7 @@ public final class Daemon {
     }
 
     deinit {
+        sync.halt()
         indexer.halt()
         listener.stop()
         close(listener.listenFD)
@@ -210,6 +214,7 @@ public final class Daemon {
         led?.show(.off)
         listener.broadcast(host.takeEvents())
         listener.stop()
+        sync.halt()
         indexer.halt()
         DeviceWarmup.finish()
     }
@@ -296,6 +301,8 @@ public final class Daemon {
             indexer.pause()
         }
         if indexer.takeEnded() || mqtt.takeAnnounced() { codeReleased = false }
+        if playing != nil && host.activeSession == nil { sync.soon(t) }
+        sync.tick(t)
         if let id = host.activeSession {
             if playing?.id != id { playing = (id, t, false) }
             if let p = playing, !p.released, t - p.since >= 3 {

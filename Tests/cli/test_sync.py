@@ -151,9 +151,9 @@ def practice_csv(path, n, seed=0):
 @pytest.fixture
 def trio(new_home, net, shim):
     """A hub and two devices, paired."""
-    def make(shift_a=0, shift_b=0):
+    def make(shift_a=0, shift_b=0, **extra):
         hub = Hub(new_home(), net).start()
-        a = Device(new_home(), net, 0, shift_a, shim)
+        a = Device(new_home(**extra), net, 0, shift_a, shim)
         b = Device(new_home(), net, 1, shift_b, shim)
         a.pair(hub, "pi-bedroom")
         b.pair(hub, "pi-hall")
@@ -359,3 +359,21 @@ def test_a_hostile_peer(trio, net):
     with smtest.catalog_sql(hub.home.home + "/library.sqlite") as db:
         assert db.execute("SELECT count(*) FROM syncField WHERE id = ?", (rid,)).fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM syncField WHERE id LIKE '%..%'").fetchone()[0] == 0
+
+
+def test_the_daemon_syncs_by_itself(trio):
+    """A device's daemon runs cycles itself: what waits is sent, the hub's changes arrive,
+    and a sit it plays reaches the hub (looks shortened to 1 s by a test seam; 1 min and
+    5 min otherwise)."""
+    hub, a, b = trio(idle_exit="120", STILLMOMENT_TEST_SYNC_SECONDS="1")
+    assert a.run("preset", "save", "From-A", "--duration", "7m").rc == 0
+    a.home.start_daemon(prefix=a.net.device_prefix(0))
+    assert smtest.wait_for(lambda: ("From-A", "7m") in presets_of(hub.home), 30, 0.5), presets_of(hub.home)
+    assert b.run("preset", "save", "From-B", "--duration", "9m").rc == 0
+    b.sync()
+    assert smtest.wait_for(lambda: ("From-B", "9m") in a.presets(), 30, 0.5), a.presets()
+    r = a.run("timer", "2s", "--device", "null", "--preparation", "off", "--gong", "clear-strike")
+    assert r.rc == 0, r
+    assert smtest.wait_for(lambda: len(a.home.history() or []) == 1, 30, 0.25)
+    sit = a.home.history()[0]["id"]
+    assert smtest.wait_for(lambda: sit in [e["id"] for e in (hub.home.history() or [])], 40, 0.5), "the sit did not reach the hub"

@@ -1,0 +1,98 @@
+// The daemon's sync part: on a device paired with a hub, a cycle runs on a thread of its own
+// when something waits to be uploaded (looked at once a minute, and 10 s after a session
+// ends, which writes the practice log) and every 5 minutes otherwise. It is driven by the
+// daemon's own loop turns (an idle daemon turns every 5 s), so it adds no wake-up of its
+// own; a cycle that fails is logged once per new reason and tried again at the next look.
+import CSystem
+import Glibc
+import Logging
+import StillMomentAudio
+import StillMomentCore
+import Synchronization
+
+final class SyncKeeper: Sendable {
+    private struct State {
+        var running = false
+        var halted = false
+        /// When the state was last looked at, and the next look due (MonotonicClock s).
+        var nextLook = 0.0
+        var lastCycle = -1e9
+        var lastError: String?
+    }
+
+    /// Seconds between looks and between cycles (a test shortens both with
+    /// STILLMOMENT_TEST_SYNC_SECONDS; nothing else reads it).
+    let lookEvery: Double
+    let cycleEvery: Double
+
+    private let store: LibraryStore
+    private let log: Logger
+    private let state = Mutex(State())
+
+    init(store: LibraryStore, log: Logger) {
+        self.store = store
+        self.log = log
+        let test = getenv("STILLMOMENT_TEST_SYNC_SECONDS").flatMap { Double(String(cString: $0)) }.flatMap { (0.5...600).contains($0) ? $0 : nil }
+        lookEvery = test ?? 60
+        cycleEvery = test ?? 300
+    }
+
+    /// A look soon (a session ended: its sit waits to be uploaded).
+    func soon(_ now: Double) {
+        let wait = min(10, lookEvery)
+        state.withLock { $0.nextLook = min($0.nextLook, now + wait) }
+    }
+
+    /// Called from each loop turn: looks at the journal when due, and starts a cycle when
+    /// one is wanted.
+    func tick(_ now: Double) {
+        let look = state.withLock { s -> Bool in
+            guard !s.halted, !s.running, now >= s.nextLook else { return false }
+            s.nextLook = now + lookEvery
+            return true
+        }
+        guard look else { return }
+        guard let status = try? SyncService(store: store).status(), status.hub != nil else { return }
+        let wanted = state.withLock { s -> Bool in
+            guard status.pending > 0 || now - s.lastCycle >= cycleEvery else { return false }
+            s.running = true
+            return true
+        }
+        guard wanted else { return }
+        let context = Unmanaged.passRetained(self)
+        let rc = sm_run_background({ raw in
+            guard let raw else { return }
+            Unmanaged<SyncKeeper>.fromOpaque(raw).takeRetainedValue().cycle()
+        }, context.toOpaque())
+        if rc != 0 {
+            context.release()
+            state.withLock { $0.running = false }
+        }
+    }
+
+    private func cycle() {
+        let started = MonotonicClock.seconds()
+        var failure: String?
+        do throws(SyncError) {
+            let report = try SyncPeer(store: store).cycle()
+            if report.uploaded + report.changed > 0 {
+                log.info("sync: \(report.uploaded) change(s) sent to \(report.hub), \(report.downloaded) received, \(report.changed) applied")
+            }
+        } catch {
+            failure = error.text(.en)
+        }
+        let report = state.withLock { s -> String? in
+            s.running = false
+            s.lastCycle = started
+            defer { s.lastError = failure }
+            return failure != s.lastError ? failure : nil
+        }
+        if let report { log.warning("sync: \(report) (tried again in a minute)") }
+    }
+
+    /// Stops looking and waits for a cycle under way (the daemon is exiting).
+    func halt() {
+        state.withLock { $0.halted = true }
+        while state.withLock({ $0.running }) { usleep(5_000) }
+    }
+}
