@@ -267,7 +267,7 @@ struct SyncTests {
 
     @Test("random changes on three replicas, delivered in random orders with duplicates and drops, converge; nothing not deleted is lost")
     func convergence() async throws {
-        await propertyCheck(count: 40, input: Gen.uint64()) { seed in
+        await propertyCheck(count: 120, input: Gen.uint64()) { seed in
             let ops = Self.ops(seed)
             do {
                 let replicas = try (0..<3).map { _ in try SyncReplica() }

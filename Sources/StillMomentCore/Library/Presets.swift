@@ -51,6 +51,7 @@ public struct PresetStore: Sendable {
                 """, arguments: [UUID().uuidString.lowercased(), name, json, now, now])
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM preset WHERE name = ?", arguments: [name]), let saved = Self.preset(row) {
                 try SyncRecords.recordPreset(db, saved)
+                try SyncRecords.applyPresets(db)
             }
         }
         guard let saved = try find(name) else { throw CoreError.io(path: store.databasePath, reason: .same("the preset was not saved")) }
@@ -97,6 +98,7 @@ public struct PresetStore: Sendable {
             try db.execute(sql: "UPDATE preset SET name = ?, updated = ? WHERE name = ?",
                            arguments: [target, Date().timeIntervalSince1970, from])
             try SyncJournal.record(db, .preset, id: preset.id, fields: [("name", JSON.string(target).line)])
+            try SyncRecords.applyPresets(db)
         }
     }
 
@@ -113,6 +115,7 @@ public struct PresetStore: Sendable {
         try store.write { db in
             try db.execute(sql: "DELETE FROM preset WHERE name = ?", arguments: [key])
             try SyncJournal.recordDelete(db, .preset, id: id)
+            try SyncRecords.applyPresets(db)
         }
     }
 

@@ -68,10 +68,9 @@ public enum SyncJournal {
         HybridClock(node: try node(db), last: try state(db, "clock").flatMap(HybridTimestamp.init(text:)))
     }
 
-    static func nextSeq(_ db: Database) throws -> Int64 {
-        let next = (try state(db, "seq").flatMap { Int64($0) } ?? 0) + 1
-        try setState(db, "seq", String(next))
-        return next
+    /// The last sequence number given (each write gives the next, under the write lock).
+    static func lastSeq(_ db: Database) throws -> Int64 {
+        try state(db, "seq").flatMap { Int64($0) } ?? 0
     }
 
     // MARK: writing
@@ -80,11 +79,14 @@ public enum SyncJournal {
     /// uploaded. Call inside the transaction that changes the record's own table.
     static func record(_ db: Database, _ kind: SyncKind, id: String, fields: [(String, String)]) throws {
         var clock = try clock(db)
+        var seq = try lastSeq(db)
         let wall = wallMilliseconds()
         for (field, value) in fields {
             let stamp = clock.tick(wall: wall)
-            try upsert(db, SyncChange(kind: kind, id: id, field: field, value: value, stamp: stamp), pending: true)
+            seq += 1
+            try upsert(db, SyncChange(kind: kind, id: id, field: field, value: value, stamp: stamp), seq: seq, pending: true)
         }
+        try setState(db, "seq", String(seq))
         try setState(db, "clock", clock.last.description)
     }
 
@@ -92,12 +94,13 @@ public enum SyncJournal {
         try record(db, kind, id: id, fields: [(SyncChange.deletedField, "true")])
     }
 
-    private static func upsert(_ db: Database, _ c: SyncChange, pending: Bool) throws {
-        try db.execute(sql: """
+    private static func upsert(_ db: Database, _ c: SyncChange, seq: Int64, pending: Bool) throws {
+        let statement = try db.cachedStatement(sql: """
             INSERT INTO syncField (kind, id, field, value, stamp, seq, pending) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(kind, id, field) DO UPDATE SET value = excluded.value, stamp = excluded.stamp,
                 seq = excluded.seq, pending = excluded.pending
-            """, arguments: [c.kind.rawValue, c.id, c.field, c.value, c.stamp.description, try nextSeq(db), pending])
+            """)
+        try statement.execute(arguments: [c.kind.rawValue, c.id, c.field, c.value, c.stamp.description, seq, pending])
     }
 
     /// Merges a peer's changes: every one checked first (a batch with one bad change is
@@ -114,14 +117,17 @@ public enum SyncJournal {
         try setState(db, "clock", clock.last.description)
         var touched: [SyncKind: Set<String>] = [:]
         var changed = 0
+        var seq = try lastSeq(db)
+        let current = try db.cachedStatement(sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?")
         for c in changes {
-            let current = try String.fetchOne(db, sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?",
-                                              arguments: [c.kind.rawValue, c.id, c.field])
-            if let current, current >= c.stamp.description { continue }
-            try upsert(db, c, pending: false)
+            let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field])
+            if let stamp, stamp >= c.stamp.description { continue }
+            seq += 1
+            try upsert(db, c, seq: seq, pending: false)
             touched[c.kind, default: []].insert(c.id)
             changed += 1
         }
+        try setState(db, "seq", String(seq))
         for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids) }
         return changed
     }
@@ -157,8 +163,9 @@ public enum SyncJournal {
     static func records(_ db: Database, _ kind: SyncKind, ids: Set<String>? = nil) throws -> [String: [String: SyncChange]] {
         var out: [String: [String: SyncChange]] = [:]
         if let ids {
+            let statement = try db.cachedStatement(sql: "SELECT * FROM syncField WHERE kind = ? AND id = ?")
             for id in ids {
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM syncField WHERE kind = ? AND id = ?", arguments: [kind.rawValue, id]) {
+                for row in try Row.fetchAll(statement, arguments: [kind.rawValue, id]) {
                     if let c = change(row) { out[c.id, default: [:]][c.field] = c }
                 }
             }

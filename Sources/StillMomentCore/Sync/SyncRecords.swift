@@ -88,7 +88,9 @@ public enum SyncRecords {
 
     /// The presets as the journal has them, all of them: two presets of one name (made on
     /// two devices before they met) both stay, the later-named shown with " (2)", the same
-    /// on every device. A preset's device (local only) is kept.
+    /// on every device. A preset's device (local only) is kept. Run after every change of a
+    /// preset, local or merged, so the table is always this function of the journal (a
+    /// local delete can free a name another preset then shows without its " (2)").
     static func applyPresets(_ db: Database) throws {
         struct Live { var id: String; var name: String; var nameStamp: HybridTimestamp; var request: TimerRequest; var created: Double }
         var live: [Live] = []
