@@ -108,9 +108,16 @@ public enum SyncJournal {
     /// ahead refuses the batch), each field replaced when the change's stamp is newer, and
     /// the records that changed applied to their tables. Returns how many fields changed.
     static func merge(_ db: Database, _ changes: [SyncChange], wall: Int64) throws -> Int {
+        // Only changes newer than what is here are read further (a device reads its own
+        // changes back from the hub: those cost a lookup each). What is refused refuses the
+        // batch; what is older is dropped unread and changes nothing.
+        let current = try db.cachedStatement(sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?")
+        var newer: [SyncChange] = []
         for c in changes {
             try c.check()
+            if let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]), stamp >= c.stamp.description { continue }
             try SyncRecords.check(c)
+            newer.append(c)
         }
         var clock = try clock(db)
         for c in changes { try clock.receive(c.stamp, wall: wall) }
@@ -118,10 +125,9 @@ public enum SyncJournal {
         var touched: [SyncKind: Set<String>] = [:]
         var changed = 0
         var seq = try lastSeq(db)
-        let current = try db.cachedStatement(sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?")
-        for c in changes {
-            let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field])
-            if let stamp, stamp >= c.stamp.description { continue }
+        for c in newer {
+            // Twice in one batch: the newer of the two stays.
+            if let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]), stamp >= c.stamp.description { continue }
             seq += 1
             try upsert(db, c, seq: seq, pending: false)
             touched[c.kind, default: []].insert(c.id)
