@@ -137,6 +137,7 @@ bench: deps-bench release
 	@.build/web-venv/bin/python bench/cpu.py
 	@BIN=.build/release/stillmoment python3 bench/home.py
 	@BIN=.build/release/stillmoment python3 bench/rooms.py
+	@BIN=.build/release/stillmoment python3 bench/sync.py
 	@echo "results in bench-out/results.txt; summary in BENCHMARKS.md"
 
 # Fault injection on the release build: 100 imports killed with SIGKILL, a full disk, two

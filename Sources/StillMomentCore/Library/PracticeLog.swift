@@ -110,11 +110,12 @@ public struct PracticeLog: Sendable {
     }
 
     static func insert(_ e: PracticeEntry, open: Bool, _ db: Database) throws {
-        try db.execute(sql: """
+        // Cached: an import or a sync inserts thousands (compiling each cost more than the insert).
+        try db.cachedStatement(sql: """
             INSERT INTO practice (id, kind, name, meditationID, teacher, preset, startUnix, utcOffset, planned, heard,
                                   sections, endReason, scheduled)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [e.id, e.kind.rawValue, e.name, e.meditationID, e.teacher, e.preset, e.start.unix,
+            """).execute(arguments: [e.id, e.kind.rawValue, e.name, e.meditationID, e.teacher, e.preset, e.start.unix,
                              e.start.utcOffset, e.plannedMilliseconds, e.heardMilliseconds, e.sections,
                              open ? nil : e.endReason, e.scheduled])
     }

@@ -44,13 +44,13 @@ public enum SyncJournal {
     // MARK: state
 
     static func state(_ db: Database, _ key: String) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT value FROM syncState WHERE key = ?", arguments: [key])
+        try String.fetchOne(try db.cachedStatement(sql: "SELECT value FROM syncState WHERE key = ?"), arguments: [key])
     }
 
     static func setState(_ db: Database, _ key: String, _ value: String?) throws {
         if let value {
-            try db.execute(sql: "INSERT INTO syncState (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                           arguments: [key, value])
+            try db.cachedStatement(sql: "INSERT INTO syncState (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+                .execute(arguments: [key, value])
         } else {
             try db.execute(sql: "DELETE FROM syncState WHERE key = ?", arguments: [key])
         }
@@ -113,10 +113,11 @@ public enum SyncJournal {
         // batch; what is older is dropped unread and changes nothing.
         let current = try db.cachedStatement(sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?")
         var newer: [SyncChange] = []
+        var read: [String: PracticeEntry] = [:]
         for c in changes {
             try c.check()
             if let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]), stamp >= c.stamp.description { continue }
-            try SyncRecords.check(c)
+            if let entry = try SyncRecords.check(c) { read[c.id + c.stamp.description] = entry }
             newer.append(c)
         }
         var clock = try clock(db)
@@ -134,7 +135,7 @@ public enum SyncJournal {
             changed += 1
         }
         try setState(db, "seq", String(seq))
-        for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids) }
+        for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids, read: read) }
         return changed
     }
 
@@ -159,9 +160,9 @@ public enum SyncJournal {
 
     /// The hub took these: they stop waiting, unless changed again meanwhile.
     static func acknowledge(_ db: Database, _ changes: [SyncChange]) throws {
+        let update = try db.cachedStatement(sql: "UPDATE syncField SET pending = 0 WHERE kind = ? AND id = ? AND field = ? AND stamp = ?")
         for c in changes {
-            try db.execute(sql: "UPDATE syncField SET pending = 0 WHERE kind = ? AND id = ? AND field = ? AND stamp = ?",
-                           arguments: [c.kind.rawValue, c.id, c.field, c.stamp.description])
+            try update.execute(arguments: [c.kind.rawValue, c.id, c.field, c.stamp.description])
         }
     }
 

@@ -30,8 +30,10 @@ public enum SyncRecords {
 
     /// Reads what a change's value says by the rules of its kind (a change that breaks them
     /// is refused with the batch it came in).
-    static func check(_ c: SyncChange) throws(SyncError) {
-        guard c.field != SyncChange.deletedField else { return }
+    /// Returns a practice entry it read (so that applying it does not read it again).
+    @discardableResult
+    static func check(_ c: SyncChange) throws(SyncError) -> PracticeEntry? {
+        guard c.field != SyncChange.deletedField else { return nil }
         switch (c.kind, c.field) {
         case (.preset, "name"):
             guard case .string(let name)? = try? JSON.decode(JSON.self, from: c.value.utf8) else { throw bad(c, "not a text", "kein Text") }
@@ -50,9 +52,11 @@ public enum SyncRecords {
         case (.practice, "entry"):
             let entry = try practiceEntry(c)
             guard entry.id == c.id else { throw bad(c, "is the entry of another record", "ist der Eintrag eines anderen Satzes") }
+            return entry
         default:
             throw bad(c, "is not a field of ours", "ist kein Feld von uns")
         }
+        return nil
     }
 
     private static func bad(_ c: SyncChange, _ en: String, _ de: String) -> SyncError {
@@ -79,10 +83,12 @@ public enum SyncRecords {
 
     // MARK: applying
 
-    static func apply(_ db: Database, _ kind: SyncKind, ids: Set<String>) throws {
+    /// Applies the records `ids` of `kind` from the journal (`read`: practice entries already
+    /// read from these very changes, by record id and stamp).
+    static func apply(_ db: Database, _ kind: SyncKind, ids: Set<String>, read: [String: PracticeEntry] = [:]) throws {
         switch kind {
         case .preset: try applyPresets(db)
-        case .practice: try applyPractice(db, ids: ids)
+        case .practice: try applyPractice(db, ids: ids, read: read)
         }
     }
 
@@ -111,6 +117,7 @@ public enum SyncRecords {
             updated[id] = row["updated"]
         }
         try db.execute(sql: "DELETE FROM preset")
+        let insert = try db.cachedStatement(sql: "INSERT INTO preset (id, name, request, created, updated) VALUES (?, ?, ?, ?, ?)")
         for var p in live {
             var name = p.name
             var n = 2
@@ -120,22 +127,23 @@ public enum SyncRecords {
             }
             taken.insert(name.lowercased())
             p.request.device = devices[p.id]
-            try db.execute(sql: "INSERT INTO preset (id, name, request, created, updated) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [p.id, name, JSON(encoding: p.request).line, p.created,
-                                       updated[p.id] ?? Double(p.nameStamp.milliseconds) / 1000])
+            try insert.execute(arguments: [p.id, name, JSON(encoding: p.request).line, p.created,
+                                           updated[p.id] ?? Double(p.nameStamp.milliseconds) / 1000])
         }
     }
 
     /// Each sit as the journal has it: there, or deleted.
-    static func applyPractice(_ db: Database, ids: Set<String>) throws {
+    static func applyPractice(_ db: Database, ids: Set<String>, read: [String: PracticeEntry] = [:]) throws {
         let records = try SyncJournal.records(db, .practice, ids: ids)
+        let deleteEnded = try db.cachedStatement(sql: "DELETE FROM practice WHERE id = ? AND endReason IS NOT NULL")
+        let delete = try db.cachedStatement(sql: "DELETE FROM practice WHERE id = ?")
         for id in ids {
             guard let fields = records[id], !SyncJournal.isDeleted(fields), let field = fields["entry"],
-                  let entry = try? practiceEntry(field) else {
-                try db.execute(sql: "DELETE FROM practice WHERE id = ? AND endReason IS NOT NULL", arguments: [id])
+                  let entry = read[field.id + field.stamp.description] ?? (try? practiceEntry(field)) else {
+                try deleteEnded.execute(arguments: [id])
                 continue
             }
-            try db.execute(sql: "DELETE FROM practice WHERE id = ?", arguments: [id])
+            try delete.execute(arguments: [id])
             try PracticeLog.insert(entry, open: false, db)
         }
     }
