@@ -51,6 +51,15 @@ extension WebAPI {
             case ("GET", "/api/sync/pull"):
                 let after = r.query["after"].flatMap { Int64($0) } ?? 0
                 guard after >= 0 else { return .error(422, "bad-arguments", tr("after is a cursor (0 or more)", "after ist ein Zeiger (0 oder mehr)")) }
+                if let d = syncDevice(r) {
+                    try sync.noteRead(device: d.id, cursor: after)
+                    // Deletes every device has read leave the journal (looked at when a device
+                    // has read everything: at most once a cycle of each).
+                    if after > 0, let paired = try? PairingStore(store: store).devices() {
+                        let collected = try sync.collect(paired: Set(paired.map(\.id)))
+                        if collected > 0 { log.info("sync: \(collected) delete(s) read by every device collected") }
+                    }
+                }
                 let page = try sync.changes(after: after)
                 return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more, time: SyncJournal.wallMilliseconds())))
             default:
@@ -88,6 +97,8 @@ extension WebAPI {
                                                    "falsche oder abgelaufene PIN (`stillmoment web pair` auf dem Hub zeigt eine)"))
             case .paired(let device, let token):
                 log.notice("sync: paired device \(device.id) (\(device.name)) from \(address)")
+                // From now on it holds back the collection of deletes until it has read them.
+                try? SyncService(store: store).noteRead(device: device.id, cursor: 0)
                 return .json(.object(["hub": .string(hub), "token": .string(token), "device": .number(Double(device.id))]))
             }
         } catch {

@@ -2,6 +2,7 @@
 /// clock, concurrent edits, edit against delete, one name made on two devices, the practice
 /// log, a peer's hostile changes, and a property test of convergence under random delivery.
 import FoundationEssentials
+import Glibc
 import PropertyBased
 import Testing
 @testable import StillMomentCore
@@ -16,11 +17,17 @@ final class SyncReplica: Sendable {
     init() throws { store = try LibraryStore(home: home.path) }
 
     /// A device's cycle with a hub: upload what waits, then read the hub from the cursor.
-    func cycle(with hub: SyncReplica) throws {
+    func cycle(with hub: SyncReplica, device: Int64 = 1) throws {
         let pending = try sync.pending()
         try hub.sync.receive(pending)
         try sync.acknowledge(pending)
+        try pull(from: hub, device: device)
+    }
+
+    /// The read half of a cycle (the hub notes how far `device` has read).
+    func pull(from hub: SyncReplica, device: Int64) throws {
         while true {
+            try hub.sync.noteRead(device: device, cursor: try sync.cursor())
             let page = try hub.sync.changes(after: try sync.cursor())
             try sync.take(page.changes, next: page.next)
             if !page.more { break }
@@ -44,6 +51,10 @@ struct SyncTests {
         PracticeEntry(id: id, kind: .timer, name: "Timer 10m", start: LocalTime(unix: 1_790_000_000, utcOffset: 3600),
                       plannedMilliseconds: 600_000, heardMilliseconds: heard, sections: "sit 5m, walk 5m", endReason: "completed")
     }
+
+    /// "Later" for the clock: past this millisecond (two changes within one are ordered by
+    /// their counters and nodes, not by which came first).
+    static func nextMillisecond() { usleep(3_000) }
 
     // MARK: the clock
 
@@ -87,6 +98,7 @@ struct SyncTests {
         // Both change the duration and the name while apart; B's changes come later.
         _ = try a.presets.save("Morning", request: try TimerRequest(text: ["duration": "25m"]), catalog: Self.catalog)
         try a.presets.rename("Morning", to: "Dawn")
+        Self.nextMillisecond()
         _ = try b.presets.save("Morning", request: try TimerRequest(text: ["duration": "30m"]), catalog: Self.catalog)
         try b.presets.rename("Morning", to: "Sunrise")
         try a.cycle(with: hub)
@@ -108,6 +120,7 @@ struct SyncTests {
         try b.cycle(with: hub)
         // B edits, then A deletes: the delete is later and wins.
         try b.presets.rename("Evening", to: "Dusk")
+        Self.nextMillisecond()
         try a.presets.delete("Evening")
         try b.cycle(with: hub)
         try a.cycle(with: hub)
@@ -118,6 +131,7 @@ struct SyncTests {
         try a.cycle(with: hub)
         try b.cycle(with: hub)
         try a.presets.delete("Night")
+        Self.nextMillisecond()
         _ = try b.presets.save("Night", request: try TimerRequest(text: ["duration": "45m"]), catalog: Self.catalog)
         try a.cycle(with: hub)
         try b.cycle(with: hub)
@@ -160,6 +174,50 @@ struct SyncTests {
             #expect(try r.log.entries().map(\.id) == Array(ids.prefix(3)))
             #expect(try r.log.stats(today: LocalTime.now().date).all.sits == 3, "the totals SQLite keeps follow")
         }
+    }
+
+    @Test("a delete leaves the hub's journal once every paired device has read it, never before; an older change is not sent after it")
+    func deletesCollected() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        let deviceA: Int64 = 1, deviceB: Int64 = 2, browser: Int64 = 3
+        try hub.sync.noteRead(device: deviceA, cursor: 0)
+        try hub.sync.noteRead(device: deviceB, cursor: 0)
+        _ = try a.presets.save("Old", request: try TimerRequest(text: ["duration": "5m"]), catalog: Self.catalog)
+        try a.cycle(with: hub, device: deviceA)
+        try b.cycle(with: hub, device: deviceB)
+        let id = try #require(try b.presets.find("Old")?.id)
+        // B changes it while A deletes it (later); B reads the delete before it uploads.
+        try b.presets.rename("Old", to: "Older")
+        Self.nextMillisecond()
+        try a.presets.delete("Old")
+        try a.cycle(with: hub, device: deviceA)
+        let paired: Set<Int64> = [deviceA, deviceB, browser]    // a browser never reads sync: it holds nothing back
+        #expect(try hub.sync.collect(paired: paired) == 0, "B has not read the delete yet")
+        try b.pull(from: hub, device: deviceB)
+        #expect(try b.presets.all().isEmpty)
+        #expect(try b.sync.pending().filter { $0.id == id }.isEmpty, "B's older rename lost to the delete and is not sent")
+        try b.cycle(with: hub, device: deviceB)
+        try a.cycle(with: hub, device: deviceA)
+        #expect(try hub.sync.collect(paired: paired) == 1)
+        #expect(try hub.sync.changes(after: 0).changes.allSatisfy { $0.id != id }, "the record left the hub's journal")
+        // Nothing comes back from either device afterwards.
+        try a.cycle(with: hub, device: deviceA)
+        try b.cycle(with: hub, device: deviceB)
+        for r in [hub, a, b] { #expect(try r.presets.all().isEmpty) }
+        #expect(try hub.sync.changes(after: 0).changes.allSatisfy { $0.id != id })
+        // A device that paired and never read holds every delete back; a revoked one does not.
+        _ = try a.presets.save("Second", request: try TimerRequest(text: ["duration": "6m"]), catalog: Self.catalog)
+        try a.cycle(with: hub, device: deviceA)
+        try b.cycle(with: hub, device: deviceB)
+        try a.presets.delete("Second")
+        try a.cycle(with: hub, device: deviceA)
+        try b.cycle(with: hub, device: deviceB)
+        #expect(try hub.sync.collect(paired: paired) == 0, "a device's read is known at its next read (the cursor it asks from)")
+        try a.cycle(with: hub, device: deviceA)
+        try b.cycle(with: hub, device: deviceB)
+        try hub.sync.noteRead(device: 4, cursor: 0)
+        #expect(try hub.sync.collect(paired: paired.union([4])) == 0)
+        #expect(try hub.sync.collect(paired: paired) == 1)
     }
 
     @Test("a device's local preset device stays on it; a peer cannot send one")

@@ -377,3 +377,24 @@ def test_the_daemon_syncs_by_itself(trio):
     assert smtest.wait_for(lambda: len(a.home.history() or []) == 1, 30, 0.25)
     sit = a.home.history()[0]["id"]
     assert smtest.wait_for(lambda: sit in [e["id"] for e in (hub.home.history() or [])], 40, 0.5), "the sit did not reach the hub"
+
+
+def test_a_delete_is_collected_once_every_device_has_it(trio, tmp_path):
+    hub, a, b = trio()
+    ids = practice_csv(tmp_path / "two.csv", 2, seed=4)
+    assert a.run("history", "import", str(tmp_path / "two.csv")).rc == 0
+    a.sync(), b.sync()
+    assert a.run("history", "delete", ids[0]).rc == 0
+    a.sync()
+
+    def kept():
+        with smtest.catalog_sql(hub.home.home + "/library.sqlite") as db:
+            return db.execute("SELECT count(*) FROM syncField WHERE id = ?", (ids[0],)).fetchone()[0]
+    assert kept() > 0
+    a.sync()
+    assert kept() > 0, "B has not read the delete: the hub keeps it"
+    b.sync(), a.sync(), b.sync()
+    assert kept() == 0, "read by both devices, the delete left the hub's journal"
+    assert "collected" in hub.log()
+    a.sync(), b.sync()
+    assert a.history_ids() == b.history_ids() == [ids[1]] and [e["id"] for e in hub.home.history()] == [ids[1]]

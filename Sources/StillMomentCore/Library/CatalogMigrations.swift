@@ -53,6 +53,7 @@ extension LibraryStore {
         CatalogMigration("v13-schedule-switch", ScheduleStore.createSwitch),
         CatalogMigration("v14-schedule-rooms", ScheduleStore.addRooms),
         CatalogMigration("v15-sync", SyncJournal.createTables),
+        CatalogMigration("v16-sync-peers", SyncJournal.createPeers),
     ]
 
     /// Core's migrations, then `extensions`.

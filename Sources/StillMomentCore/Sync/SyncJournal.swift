@@ -34,6 +34,16 @@ public enum SyncJournal {
         }
     }
 
+    /// A hub's record of what each paired device has read (the cursor it last asked from:
+    /// everything up to it is merged there), so that a delete is collected only once every
+    /// device has it.
+    static func createPeers(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE syncPeer (device INTEGER PRIMARY KEY NOT NULL, cursor INTEGER NOT NULL, seen REAL NOT NULL);
+            CREATE INDEX syncFieldDeleted ON syncField (seq) WHERE field = 'deleted';
+            """)
+    }
+
     /// This node's wall clock in milliseconds (CLOCK_REALTIME).
     public static func wallMilliseconds() -> Int64 {
         var ts = timespec()
@@ -135,8 +145,46 @@ public enum SyncJournal {
             changed += 1
         }
         try setState(db, "seq", String(seq))
+        // A delete heard: what was changed here before it lost, and is not sent any more (a
+        // hub may have collected the delete once every device has it; an older change sent
+        // after that would bring the record back).
+        let lost = try db.cachedStatement(sql: "UPDATE syncField SET pending = 0 WHERE kind = ? AND id = ? AND stamp < ? AND pending = 1")
+        for c in newer where c.field == SyncChange.deletedField {
+            try lost.execute(arguments: [c.kind.rawValue, c.id, c.stamp.description])
+        }
         for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids, read: read) }
         return changed
+    }
+
+    // MARK: a hub's deletes
+
+    /// A paired device has read up to `cursor` (a device that pairs is noted at 0).
+    static func noteRead(_ db: Database, device: Int64, cursor: Int64, now: Double) throws {
+        try db.execute(sql: """
+            INSERT INTO syncPeer (device, cursor, seen) VALUES (?, ?, ?)
+            ON CONFLICT(device) DO UPDATE SET cursor = max(cursor, excluded.cursor), seen = excluded.seen
+            """, arguments: [device, max(0, cursor), now])
+    }
+
+    /// Collects the deletes every device of `paired` has read (a device that paired for
+    /// sync and never read holds them all back; a revoked one, not in `paired`, none): each
+    /// such record, still deleted, leaves the journal with all its fields. Returns how many.
+    static func collect(_ db: Database, paired: Set<Int64>) throws -> Int {
+        var cursors: [Int64] = []
+        for row in try Row.fetchAll(db, sql: "SELECT device, cursor FROM syncPeer") {
+            guard let device: Int64 = row["device"], paired.contains(device), let cursor: Int64 = row["cursor"] else { continue }
+            cursors.append(cursor)
+        }
+        guard let everyone = cursors.min() else { return 0 }
+        var collected = 0
+        let rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM syncField WHERE field = 'deleted' AND seq <= ?", arguments: [everyone])
+        for row in rows {
+            guard let kindText: String = row["kind"], let kind = SyncKind(rawValue: kindText), let id: String = row["id"],
+                  let fields = try records(db, kind, ids: [id])[id], isDeleted(fields) else { continue }
+            try db.execute(sql: "DELETE FROM syncField WHERE kind = ? AND id = ?", arguments: [kind.rawValue, id])
+            collected += 1
+        }
+        return collected
     }
 
     // MARK: reading

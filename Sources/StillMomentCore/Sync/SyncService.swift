@@ -155,6 +155,18 @@ public struct SyncService: Sendable {
         }
     }
 
+    /// A paired device read up to `cursor` (pairing notes it at 0).
+    public func noteRead(device: Int64, cursor: Int64) throws(SyncError) {
+        let now = Date().timeIntervalSince1970
+        try write { db in try SyncJournal.noteRead(db, device: device, cursor: cursor, now: now) }
+    }
+
+    /// Collects the deletes every device of `paired` (the hub's paired devices) has read.
+    @discardableResult
+    public func collect(paired: Set<Int64>) throws(SyncError) -> Int {
+        try write { db in try SyncJournal.collect(db, paired: paired) }
+    }
+
     // MARK: the store, with sync's errors kept
 
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) throws(SyncError) -> T {
