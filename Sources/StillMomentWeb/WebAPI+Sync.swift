@@ -53,8 +53,8 @@ extension WebAPI {
                 guard after >= 0 else { return .error(422, "bad-arguments", tr("after is a cursor (0 or more)", "after ist ein Zeiger (0 oder mehr)")) }
                 if let d = syncDevice(r) {
                     try sync.noteRead(device: d.id, cursor: after)
-                    // Deletes every device has read leave the journal (looked at when a device
-                    // has read everything: at most once a cycle of each).
+                    // Deletes every device has read leave the journal (looked at on each page a
+                    // device reads past the start).
                     if after > 0, let paired = try? PairingStore(store: store).devices() {
                         let collected = try sync.collect(paired: Set(paired.map(\.id)))
                         if collected > 0 { log.info("sync: \(collected) delete(s) read by every device collected") }
@@ -71,7 +71,7 @@ extension WebAPI {
             case .refused, .clockAhead:
                 log.notice("sync: refused from \(r.peer): \(error.text(.en))")
                 return .error(422, error.code, error.description)
-            case .store, .unreachable:
+            case .store, .unreachable, .busy:
                 return .error(500, "failed", error.description)
             }
         }
@@ -105,10 +105,4 @@ extension WebAPI {
             return .error(500, "failed", error.description)
         }
     }
-}
-
-/// A device's upload.
-struct SyncUpload: Codable {
-    var node: String
-    var changes: [SyncChange]
 }

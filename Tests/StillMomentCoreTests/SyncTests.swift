@@ -154,6 +154,34 @@ struct SyncTests {
         #expect(names == ["Sit", "sit (2)"])
         #expect(try a.catalog() == hub.catalog() && b.catalog() == hub.catalog())
         #expect(Set(try hub.presets.all().compactMap(\.request.duration)) == [600_000, 3_000_000], "neither was lost")
+        // Saving either again does not swap which one shows the " (2)".
+        let first = try #require(try hub.presets.find("Sit")?.id)
+        _ = try a.presets.save("Sit", request: try TimerRequest(text: ["duration": "12m"]), catalog: Self.catalog)
+        _ = try b.presets.save("sit (2)", request: try TimerRequest(text: ["duration": "55m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        for r in [hub, a, b] {
+            #expect(try r.presets.find("Sit")?.id == first)
+            #expect(try r.presets.all().map { "\($0.name) \($0.request.duration ?? 0)" }.sorted() == ["Sit 720000", "sit (2) 3300000"])
+        }
+    }
+
+    @Test("a save of a preset's timer does not undo a rename made meanwhile on another device")
+    func saveKeepsRename() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        _ = try a.presets.save("Morning", request: try TimerRequest(text: ["duration": "20m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.presets.rename("Morning", to: "Dawn")
+        Self.nextMillisecond()
+        _ = try b.presets.save("Morning", request: try TimerRequest(text: ["duration": "25m"]), catalog: Self.catalog)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub)
+        try a.cycle(with: hub)
+        for r in [hub, a, b] {
+            #expect(try r.presets.all().map { "\($0.name) \($0.request.duration ?? 0)" } == ["Dawn 1500000"], "both changes kept")
+        }
     }
 
     @Test("the practice log: both devices' sits everywhere, never in conflict; a deleted sit is gone everywhere")
@@ -199,12 +227,21 @@ struct SyncTests {
         try b.cycle(with: hub, device: deviceB)
         try a.cycle(with: hub, device: deviceA)
         #expect(try hub.sync.collect(paired: paired) == 1)
-        #expect(try hub.sync.changes(after: 0).changes.allSatisfy { $0.id != id }, "the record left the hub's journal")
-        // Nothing comes back from either device afterwards.
+        #expect(try hub.sync.changes(after: 0).changes.filter { $0.id == id }.map(\.field) == ["deleted"],
+                "of the record only its delete stays on the hub")
+        // Nothing comes back from either device afterwards, nor from a device that comes
+        // back from long ago (a stale change of the record arriving late).
         try a.cycle(with: hub, device: deviceA)
         try b.cycle(with: hub, device: deviceB)
+        let old = try #require(HybridTimestamp(milliseconds: 1, counter: 0, node: Self.nodeA))
+        try hub.sync.receive([SyncChange(kind: .preset, id: id, field: "request", value: "{\"duration\":60000}", stamp: old),
+                              SyncChange(kind: .preset, id: id, field: "name", value: "\"Zombie\"", stamp: old)])
+        try a.cycle(with: hub, device: deviceA)
         for r in [hub, a, b] { #expect(try r.presets.all().isEmpty) }
-        #expect(try hub.sync.changes(after: 0).changes.allSatisfy { $0.id != id })
+        let c = try SyncReplica()
+        try c.cycle(with: hub, device: 5)
+        #expect(try c.presets.all().isEmpty && c.sync.changes(after: 0).changes.contains { $0.id == id && $0.field == "deleted" },
+                "a device new to the hub hears of the delete")
         // A device that paired and never read holds every delete back; a revoked one does not.
         _ = try a.presets.save("Second", request: try TimerRequest(text: ["duration": "6m"]), catalog: Self.catalog)
         try a.cycle(with: hub, device: deviceA)

@@ -154,11 +154,15 @@ public struct HTTPClient: Sendable {
             guard data.count <= maximumResponse else {
                 throw .refused(both("the hub's answer is larger than \(maximumResponse >> 20) MiB", "die Antwort des Hubs ist größer als \(maximumResponse >> 20) MiB"))
             }
-            if headEnd == nil, let end = Self.find([13, 10, 13, 10], in: data) {
-                headEnd = end + 4
-                length = Self.contentLength(data[0..<end])
-                if let l = length, l > maximumResponse {
-                    throw .refused(both("the hub announces an answer of \(l) bytes", "der Hub kündigt eine Antwort von \(l) Bytes an"))
+            if headEnd == nil {
+                if let end = Self.find([13, 10, 13, 10], in: data, from: max(0, data.count - n - 3)) {
+                    headEnd = end + 4
+                    length = try Self.contentLength(data[0..<end])
+                    if let l = length, l > maximumResponse {
+                        throw .refused(both("the hub announces an answer of \(l) bytes", "der Hub kündigt eine Antwort von \(l) Bytes an"))
+                    }
+                } else if data.count > Self.maximumHead {
+                    throw .refused(both("the hub's answer has a head of over 16 KiB", "die Antwort des Hubs hat einen Kopf von über 16 KiB"))
                 }
             }
         }
@@ -174,20 +178,33 @@ public struct HTTPClient: Sendable {
         return Answer(status: status, body: body)
     }
 
-    private static func find(_ needle: [UInt8], in data: [UInt8]) -> Int? {
-        guard data.count >= needle.count else { return nil }
-        for i in 0...(data.count - needle.count) where data[i] == needle[0] && Array(data[i..<(i + needle.count)]) == needle { return i }
+    /// The longest head read before its end is found.
+    static let maximumHead = 16 * 1024
+
+    /// Where `needle` starts in `data` at or after `from` (only the bytes a read added, and
+    /// the three before them, are looked at again).
+    private static func find(_ needle: [UInt8], in data: [UInt8], from: Int) -> Int? {
+        guard data.count >= needle.count, from <= data.count - needle.count else { return nil }
+        outer: for i in from...(data.count - needle.count) {
+            for (k, b) in needle.enumerated() where data[i + k] != b { continue outer }
+            return i
+        }
         return nil
     }
 
-    private static func contentLength(_ head: ArraySlice<UInt8>) -> Int? {
+    /// The answer's Content-Length: digits only, one header (nil: none, read to the end).
+    private static func contentLength(_ head: ArraySlice<UInt8>) throws(SyncError) -> Int? {
+        var found: Int?
         for line in String(decoding: head, as: UTF8.self).split(separator: "\r\n") {
             let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "content-length" {
-                return Int(String(parts[1]).trimmingWhitespace())
+            guard parts.count == 2, parts[0].lowercased() == "content-length" else { continue }
+            let text = String(parts[1]).trimmingWhitespace()
+            guard found == nil, !text.isEmpty, text.utf8.count <= 12, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(text) else {
+                throw .refused(both("the hub's answer has a bad Content-Length", "die Antwort des Hubs hat eine falsche Content-Length"))
             }
+            found = n
         }
-        return nil
+        return found
     }
 
     static func now() -> Double {

@@ -1,6 +1,7 @@
 // The daemon's sync part: on a device paired with a hub, a cycle runs on a thread of its own
 // when something waits to be uploaded (looked at once a minute, and 10 s after a session
-// ends, which writes the practice log) and every 5 minutes otherwise. It is driven by the
+// ends, which writes the practice log) and every 10 minutes otherwise (a cycle is about 8
+// wake-ups: every 5 minutes was 1.6 a minute, over the budget of one). It is driven by the
 // daemon's own loop turns (an idle daemon turns every 5 s), so it adds no wake-up of its
 // own; a cycle that fails is logged once per new reason and tried again at the next look.
 import CSystem
@@ -34,7 +35,7 @@ final class SyncKeeper: Sendable {
         self.log = log
         let test = getenv("STILLMOMENT_TEST_SYNC_SECONDS").flatMap { Double(String(cString: $0)) }.flatMap { (0.5...600).contains($0) ? $0 : nil }
         lookEvery = test ?? 60
-        cycleEvery = test ?? 300
+        cycleEvery = test ?? 600
     }
 
     /// A look soon (a session ended: its sit waits to be uploaded).
@@ -52,9 +53,9 @@ final class SyncKeeper: Sendable {
             return true
         }
         guard look else { return }
-        guard let status = try? SyncService(store: store).status(), status.hub != nil else { return }
+        guard let duty = try? SyncService(store: store).duty(), duty.paired else { return }
         let wanted = state.withLock { s -> Bool in
-            guard status.pending > 0 || now - s.lastCycle >= cycleEvery else { return false }
+            guard !s.halted, duty.waiting || now - s.lastCycle >= cycleEvery else { return false }
             s.running = true
             return true
         }
@@ -74,12 +75,12 @@ final class SyncKeeper: Sendable {
         let started = MonotonicClock.seconds()
         var failure: String?
         do throws(SyncError) {
-            let report = try SyncPeer(store: store).cycle()
+            let report = try SyncPeer(store: store).cycle(stop: { [self] in state.withLock { $0.halted } })
             if report.uploaded + report.changed > 0 {
                 log.info("sync: \(report.uploaded) change(s) sent to \(report.hub), \(report.downloaded) received, \(report.changed) applied")
             }
         } catch {
-            failure = error.text(.en)
+            if case .busy = error {} else { failure = error.text(.en) }
         }
         let report = state.withLock { s -> String? in
             s.running = false

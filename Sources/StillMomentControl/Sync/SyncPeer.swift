@@ -5,6 +5,7 @@
 /// upload not acknowledged is sent again (merging it twice changes nothing), a page not
 /// committed is read again.
 import FoundationEssentials
+import Glibc
 import StillMomentCore
 
 public struct SyncPeer: Sendable {
@@ -26,7 +27,9 @@ public struct SyncPeer: Sendable {
         let body = JSON.object(["pin": .string(pin), "name": .string(name)]).line
         let answer = try client.send("POST", "/api/sync/pair", body: Array(body.utf8))
         let json = try Self.answer(answer)
-        guard let token = json["token"]?.string, token.utf8.count == 64, let hub = json["hub"]?.string, HybridTimestamp.isNodeID(hub) else {
+        guard let token = json["token"]?.string, token.utf8.count == 64,
+              token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
+              let hub = json["hub"]?.string, HybridTimestamp.isNodeID(hub) else {
             throw .refused(both("the hub's answer to the pairing is not ours", "die Antwort des Hubs auf das Koppeln ist nicht von uns"))
         }
         let service = SyncService(store: store)
@@ -38,8 +41,20 @@ public struct SyncPeer: Sendable {
         return paired
     }
 
-    /// One cycle with the paired hub.
-    public func cycle() throws(SyncError) -> Report {
+    /// One cycle with the paired hub. One cycle at a time per home (a lock beside the
+    /// catalog: the daemon's and a `sync now` never interleave); `stop` is asked between
+    /// requests (the daemon is ending).
+    public func cycle(stop: @Sendable () -> Bool = { false }) throws(SyncError) -> Report {
+        let lockPath = store.home + "/sync.lock"
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard lock >= 0 else {
+            throw .store(.io(path: lockPath, reason: .same(String(cString: strerror(errno)))))
+        }
+        defer { close(lock) }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            throw .busy
+        }
+        defer { flock(lock, LOCK_UN) }
         let service = SyncService(store: store)
         guard let hub = try service.hub() else {
             throw .refused(both("this device is not paired with a hub: `stillmoment sync pair URL --pin PIN`",
@@ -47,7 +62,7 @@ public struct SyncPeer: Sendable {
         }
         var report = Report(hub: hub.url)
         do {
-            try run(service, hub, &report)
+            try run(service, hub, &report, stop: stop)
             try service.noteCycle(error: nil, at: Date().timeIntervalSince1970)
         } catch {
             try? service.noteCycle(error: error.text(.en), at: Date().timeIntervalSince1970)
@@ -56,42 +71,44 @@ public struct SyncPeer: Sendable {
         return report
     }
 
-    private func run(_ service: SyncService, _ hub: SyncService.Hub, _ report: inout Report) throws(SyncError) {
+    private func run(_ service: SyncService, _ hub: SyncService.Hub, _ report: inout Report, stop: () -> Bool) throws(SyncError) {
         let client = try HTTPClient(url: hub.url)
         let auth = [("Authorization", "Bearer \(hub.token)")]
         let node = try service.node()
         // Upload, in batches the hub's limit takes.
         while true {
+            if stop() { throw .busy }
             let pending = try service.pending()
             if pending.isEmpty { break }
             var batch: [SyncChange] = []
             var bytes = 0
             for c in pending {
-                let size = c.value.utf8.count + 200
-                if !batch.isEmpty && bytes + size > (3 << 20) { break }
+                let size = c.value.utf8.count
+                if !batch.isEmpty && bytes + size > SyncJournal.pageBytes { break }
                 batch.append(c)
                 bytes += size
             }
-            let body = JSON.object(["node": .string(node), "changes": JSON(encoding: batch)]).line
+            let body = JSON(encoding: SyncUpload(node: node, changes: batch)).line
             let json = try Self.answer(try client.send("POST", "/api/sync/push", headers: auth, body: Array(body.utf8)))
             guard json["hub"]?.string == hub.node else { throw Self.otherHub }
-            try service.acknowledge(batch)
+            try service.acknowledge(batch, hub: hub.node)
             report.uploaded += batch.count
             if batch.count == pending.count && pending.count < SyncService.batchLimit { break }
         }
         // Download from the cursor.
         var pages = 0
         while true {
+            if stop() { throw .busy }
             let cursor = try service.cursor()
             let answer = try client.send("GET", "/api/sync/pull?after=\(cursor)", headers: auth)
-            guard answer.status == 200 else { _ = try Self.answer(answer); return }
+            if answer.status != 200 { _ = try Self.answer(answer) }
             let page: SyncPage
             do { page = try JSON.decode(SyncPage.self, from: answer.body, strict: true) } catch {
                 throw .refused(both("the hub sent a page that is not ours: \(error)", "der Hub schickte eine Seite, die nicht von uns ist: \(error)"))
             }
             guard page.hub == hub.node else { throw Self.otherHub }
             guard page.next >= cursor else { throw .refused(both("the hub's cursor went back", "der Zeiger des Hubs ging zurück")) }
-            report.changed += try service.take(page.changes, next: page.next, hubTime: page.time)
+            report.changed += try service.take(page.changes, next: page.next, hubTime: page.time, hub: hub.node)
             report.downloaded += page.changes.count
             pages += 1
             if !page.more || page.next == cursor || pages >= 10_000 { break }

@@ -26,9 +26,11 @@ public struct PresetStore: Sendable {
         }
     }
 
+    public static let maximumNameLength = 60
+
     /// A preset's name: 1 to 60 characters (the one rule for names), no leading dash.
     public static func checkName(_ raw: String) throws(CoreError) -> String {
-        let name = try Names.check(raw, option: "", maxLength: 60)
+        let name = try Names.check(raw, option: "", maxLength: maximumNameLength)
         guard !name.hasPrefix("-") else {
             throw CoreError.badValue(option: "", reason: both("'\(Display.clean(name))' is not a preset name: it cannot start with '-'",
                                                            "'\(Display.clean(name))' ist kein Vorlagenname: er kann nicht mit '-' beginnen"))
@@ -45,12 +47,15 @@ public struct PresetStore: Sendable {
         let json = JSON(encoding: request).line
         let now = Date().timeIntervalSince1970
         try store.write { db in
+            let before = try Row.fetchOne(db, sql: "SELECT * FROM preset WHERE name = ?", arguments: [name]).flatMap(Self.preset)
             try db.execute(sql: """
                 INSERT INTO preset (id, name, request, created, updated) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(name) DO UPDATE SET request = excluded.request, updated = excluded.updated
                 """, arguments: [UUID().uuidString.lowercased(), name, json, now, now])
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM preset WHERE name = ?", arguments: [name]), let saved = Self.preset(row) {
-                try SyncRecords.recordPreset(db, saved)
+                // Only what changed gets a new stamp (a save of the timer must not undo a
+                // rename made meanwhile on another device).
+                try SyncRecords.recordPreset(db, saved, before: before)
                 try SyncRecords.applyPresets(db)
             }
         }

@@ -101,6 +101,8 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
     case store(CoreError)
     /// The hub could not be reached, or its answer broke off (the next cycle tries again).
     case unreachable(LocalizedText)
+    /// Another cycle of this home runs (or the daemon is ending): this one did nothing.
+    case busy
 
     public var description: String { text(.current) }
 
@@ -114,6 +116,8 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
                       "eine Änderung \(shown) min vor dieser Uhr (Knoten \(node.prefix(8))): stelle die Uhr dieses Geräts (chrony oder NTP); Änderungen mehr als 5 min voraus werden abgelehnt", language)
         case .store(let error): return error.text(language)
         case .unreachable(let words): return Display.clean(words.text(language))
+        case .busy: return tr("another sync of this library is running (the daemon's?): try again in a moment",
+                              "ein anderer Abgleich dieser Bibliothek läuft (der des Daemons?): gleich noch einmal versuchen", language)
         }
     }
 
@@ -128,7 +132,25 @@ extension SyncError {
         case .clockAhead: return "clock-ahead"
         case .store: return "failed"
         case .unreachable: return "unreachable"
+        case .busy: return "busy"
         }
+    }
+}
+
+extension SyncChange {
+    /// A list of changes from a peer: each read strictly, except that a change of a kind
+    /// this version does not know (a newer peer's: meditations, schedules) is passed over,
+    /// so a device and a hub of different versions go on syncing what both know.
+    static func list<Key: CodingKey>(key: Key, in container: KeyedDecodingContainer<Key>) throws -> [SyncChange] {
+        let raw = try container.decode([JSON].self, forKey: key)
+        var out: [SyncChange] = []
+        out.reserveCapacity(raw.count)
+        for item in raw {
+            if case .object(let o) = item, let kind = o["k"]?.string, SyncKind(rawValue: kind) == nil,
+               kind.utf8.count <= 40, kind.utf8.allSatisfy({ $0 >= 0x61 && $0 <= 0x7a || $0 == 0x2d }) { continue }
+            out.append(try JSONValueDecoder.decode(SyncChange.self, from: item, strict: true))
+        }
+        return out
     }
 }
 
@@ -148,5 +170,31 @@ public struct SyncPage: Sendable, Equatable, Codable {
         self.changes = changes
         self.next = next
         self.more = more
+    }
+
+    enum CodingKeys: String, CodingKey { case hub, changes, next, more, time }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(hub: try c.decode(String.self, forKey: .hub), changes: try SyncChange.list(key: CodingKeys.changes, in: c),
+                  next: try c.decode(Int64.self, forKey: .next), more: try c.decode(Bool.self, forKey: .more),
+                  time: try c.decode(Int64.self, forKey: .time))
+    }
+}
+
+/// A device's upload of changes.
+public struct SyncUpload: Sendable, Codable {
+    public var node: String
+    public var changes: [SyncChange]
+    public init(node: String, changes: [SyncChange]) {
+        self.node = node
+        self.changes = changes
+    }
+
+    enum CodingKeys: String, CodingKey { case node, changes }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(node: try c.decode(String.self, forKey: .node), changes: try SyncChange.list(key: CodingKeys.changes, in: c))
     }
 }

@@ -121,12 +121,20 @@ public enum SyncJournal {
         // Only changes newer than what is here are read further (a device reads its own
         // changes back from the hub: those cost a lookup each). What is refused refuses the
         // batch; what is older is dropped unread and changes nothing.
-        let current = try db.cachedStatement(sql: "SELECT stamp FROM syncField WHERE kind = ? AND id = ? AND field = ?")
+        let current = try db.cachedStatement(sql: "SELECT stamp, value FROM syncField WHERE kind = ? AND id = ? AND field = ?")
+        // Newer: a larger stamp; under one stamp (only a peer that forged another's can make
+        // two values so) the larger value, so that every replica keeps the same one.
+        func isNewer(_ c: SyncChange) throws -> Bool {
+            guard let row = try Row.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]),
+                  let stamp: String = row["stamp"], let value: String = row["value"] else { return true }
+            let s = c.stamp.description
+            return s > stamp || (s == stamp && c.value > value)
+        }
         var newer: [SyncChange] = []
         var read: [String: PracticeEntry] = [:]
         for c in changes {
             try c.check()
-            if let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]), stamp >= c.stamp.description { continue }
+            guard try isNewer(c) else { continue }
             if let entry = try SyncRecords.check(c) { read[c.id + c.stamp.description] = entry }
             newer.append(c)
         }
@@ -138,7 +146,7 @@ public enum SyncJournal {
         var seq = try lastSeq(db)
         for c in newer {
             // Twice in one batch: the newer of the two stays.
-            if let stamp = try String.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]), stamp >= c.stamp.description { continue }
+            guard try isNewer(c) else { continue }
             seq += 1
             try upsert(db, c, seq: seq, pending: false)
             touched[c.kind, default: []].insert(c.id)
@@ -167,34 +175,49 @@ public enum SyncJournal {
     }
 
     /// Collects the deletes every device of `paired` has read (a device that paired for
-    /// sync and never read holds them all back; a revoked one, not in `paired`, none): each
-    /// such record, still deleted, leaves the journal with all its fields. Returns how many.
+    /// sync and never read holds them all back; a revoked one, not in `paired`, none): of
+    /// each such record, still deleted, every field but the delete leaves the journal. The
+    /// delete's own row (about 100 bytes) stays: a device that comes back after a long time
+    /// (revoked and paired again, restored from a backup) still hears of it, and a change
+    /// older than it that arrives late stays dead. Returns how many records were emptied.
     static func collect(_ db: Database, paired: Set<Int64>) throws -> Int {
         var cursors: [Int64] = []
         for row in try Row.fetchAll(db, sql: "SELECT device, cursor FROM syncPeer") {
             guard let device: Int64 = row["device"], paired.contains(device), let cursor: Int64 = row["cursor"] else { continue }
             cursors.append(cursor)
         }
-        guard let everyone = cursors.min() else { return 0 }
+        let done = try state(db, "collectedThrough").flatMap { Int64($0) } ?? 0
+        guard let everyone = cursors.min(), everyone > done else { return 0 }
         var collected = 0
-        let rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM syncField WHERE field = 'deleted' AND seq <= ?", arguments: [everyone])
+        let rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM syncField WHERE field = 'deleted' AND seq > ? AND seq <= ?",
+                                    arguments: [done, everyone])
         for row in rows {
             guard let kindText: String = row["kind"], let kind = SyncKind(rawValue: kindText), let id: String = row["id"],
-                  let fields = try records(db, kind, ids: [id])[id], isDeleted(fields) else { continue }
-            try db.execute(sql: "DELETE FROM syncField WHERE kind = ? AND id = ?", arguments: [kind.rawValue, id])
+                  let fields = try records(db, kind, ids: [id])[id], isDeleted(fields), fields.count > 1 else { continue }
+            try db.execute(sql: "DELETE FROM syncField WHERE kind = ? AND id = ? AND field <> 'deleted'", arguments: [kind.rawValue, id])
             collected += 1
         }
+        try setState(db, "collectedThrough", String(everyone))
         return collected
     }
 
     // MARK: reading
+
+    /// The values one page or one upload carries at most (bytes before escaping).
+    public static let pageBytes = 1 << 20
 
     /// The fields written after `seq`, in order (at most `limit`), and the last one's seq.
     static func changes(_ db: Database, after seq: Int64, limit: Int) throws -> (changes: [SyncChange], last: Int64) {
         let rows = try Row.fetchAll(db, sql: "SELECT * FROM syncField WHERE seq > ? ORDER BY seq LIMIT ?", arguments: [seq, limit])
         var last = seq
         var list: [SyncChange] = []
+        var bytes = 0
         for row in rows {
+            // A page holds at most `pageBytes` of values (their JSON, escaped twice over,
+            // stays well under what a device reads in one answer).
+            let size = (row["value"] as String?)?.utf8.count ?? 0
+            if !list.isEmpty && bytes + size > pageBytes { break }
+            bytes += size
             last = row["seq"] ?? last
             if let c = change(row) { list.append(c) }
         }

@@ -11,13 +11,23 @@ import StillMomentAudio
 public enum SyncRecords {
     // MARK: writing (in the services' transactions)
 
-    static func recordPreset(_ db: Database, _ p: Preset) throws {
-        var request = p.request
-        request.device = nil
-        try SyncJournal.record(db, .preset, id: p.id, fields: [
-            ("name", JSON.string(p.name).line), ("request", JSON(encoding: request).line),
-            ("created", JSON.number(p.created.timeIntervalSince1970.rounded()).line),
-        ])
+    /// Records a preset's fields: all of them for a new one (`before` nil), else those that
+    /// differ from `before` (the name only when it changed, the timer only when it did).
+    static func recordPreset(_ db: Database, _ p: Preset, before: Preset? = nil) throws {
+        func synced(_ r: TimerRequest) -> String {
+            var r = r
+            r.device = nil
+            return JSON(encoding: r).line
+        }
+        var fields: [(String, String)] = []
+        if before?.id != p.id {
+            fields = [("name", JSON.string(p.name).line), ("request", synced(p.request)),
+                      ("created", JSON.number(p.created.timeIntervalSince1970.rounded()).line)]
+        } else if let before {
+            if before.name != p.name { fields.append(("name", JSON.string(p.name).line)) }
+            if synced(before.request) != synced(p.request) { fields.append(("request", synced(p.request))) }
+        }
+        if !fields.isEmpty { try SyncJournal.record(db, .preset, id: p.id, fields: fields) }
     }
 
     static func recordPractice(_ db: Database, _ e: PracticeEntry) throws {
@@ -98,37 +108,44 @@ public enum SyncRecords {
     /// preset, local or merged, so the table is always this function of the journal (a
     /// local delete can free a name another preset then shows without its " (2)").
     static func applyPresets(_ db: Database) throws {
-        struct Live { var id: String; var name: String; var nameStamp: HybridTimestamp; var request: TimerRequest; var created: Double }
+        struct Live { var id: String; var name: String; var order: HybridTimestamp; var request: TimerRequest; var created: Double }
+        let records = try SyncJournal.records(db, .preset)
         var live: [Live] = []
-        for (id, fields) in try SyncJournal.records(db, .preset) where !SyncJournal.isDeleted(fields) {
+        for (id, fields) in records where !SyncJournal.isDeleted(fields) {
             guard let nameField = fields["name"], case .string(let name)? = try? JSON.decode(JSON.self, from: nameField.value.utf8),
                   let requestField = fields["request"],
                   let request = try? JSON.decode(TimerRequest.self, from: requestField.value.utf8) else { continue }
             let created = fields["created"].flatMap { try? JSON.decode(JSON.self, from: $0.value.utf8) }?.number ?? 0
-            live.append(Live(id: id, name: name, nameStamp: nameField.stamp, request: request, created: created))
+            // Ordered by when each was made (its `created` stamp, set once), so the one made
+            // first keeps the name however often either is saved.
+            live.append(Live(id: id, name: name, order: fields["created"]?.stamp ?? nameField.stamp, request: request, created: created))
         }
-        live.sort { ($0.nameStamp, $0.id) < ($1.nameStamp, $1.id) }
-        var taken = Set<String>()
+        live.sort { ($0.order, $0.id) < ($1.order, $1.id) }
         var devices: [String: DeviceName] = [:]
         var updated: [String: Double] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT id, request, updated FROM preset") {
+        var taken = Set<String>()
+        for row in try Row.fetchAll(db, sql: "SELECT id, name, request, updated FROM preset") {
             guard let id: String = row["id"] else { continue }
             if let json: String = row["request"], let r = try? JSON.decode(TimerRequest.self, from: json.utf8), let d = r.device { devices[id] = d }
             updated[id] = row["updated"]
+            // A row the journal does not hold is left as it is (nothing is deleted by inference).
+            if records[id] == nil, let name: String = row["name"] { taken.insert(name.lowercased()) }
         }
-        try db.execute(sql: "DELETE FROM preset")
+        let delete = try db.cachedStatement(sql: "DELETE FROM preset WHERE id = ?")
+        for id in updated.keys where records[id] != nil { try delete.execute(arguments: [id]) }
         let insert = try db.cachedStatement(sql: "INSERT INTO preset (id, name, request, created, updated) VALUES (?, ?, ?, ?, ?)")
         for var p in live {
             var name = p.name
             var n = 2
             while taken.contains(name.lowercased()) {
-                name = String(p.name.prefix(54)) + " (\(n))"
+                let suffix = " (\(n))"
+                name = String(p.name.prefix(PresetStore.maximumNameLength - suffix.count)) + suffix
                 n += 1
             }
             taken.insert(name.lowercased())
             p.request.device = devices[p.id]
             try insert.execute(arguments: [p.id, name, JSON(encoding: p.request).line, p.created,
-                                           updated[p.id] ?? Double(p.nameStamp.milliseconds) / 1000])
+                                           updated[p.id] ?? Double(p.order.milliseconds) / 1000])
         }
     }
 
@@ -138,11 +155,13 @@ public enum SyncRecords {
         let deleteEnded = try db.cachedStatement(sql: "DELETE FROM practice WHERE id = ? AND endReason IS NOT NULL")
         let delete = try db.cachedStatement(sql: "DELETE FROM practice WHERE id = ?")
         for id in ids {
-            guard let fields = records[id], !SyncJournal.isDeleted(fields), let field = fields["entry"],
-                  let entry = read[field.id + field.stamp.description] ?? (try? practiceEntry(field)) else {
+            guard let fields = records[id] else { continue }
+            if SyncJournal.isDeleted(fields) {
                 try deleteEnded.execute(arguments: [id])
                 continue
             }
+            // An entry that cannot be read (checked when it came, so not ours) leaves the row as it is.
+            guard let field = fields["entry"], let entry = read[field.id + field.stamp.description] ?? (try? practiceEntry(field)) else { continue }
             try delete.execute(arguments: [id])
             try PracticeLog.insert(entry, open: false, db)
         }

@@ -65,6 +65,15 @@ public struct SyncService: Sendable {
         }
     }
 
+    /// What the daemon looks at once a minute: whether a hub is paired and something waits
+    /// (two indexed lookups, not the counts `status` makes).
+    public func duty() throws(SyncError) -> (paired: Bool, waiting: Bool) {
+        try read { db in
+            (try SyncJournal.state(db, "hub") != nil,
+             try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM syncField WHERE pending = 1)") ?? false)
+        }
+    }
+
     public func status() throws(SyncError) -> Status {
         try read { db in
             let hub = try SyncJournal.state(db, "hub").flatMap { try? JSON.decode(Hub.self, from: $0.utf8) }
@@ -94,9 +103,23 @@ public struct SyncService: Sendable {
         try read { db in try SyncJournal.pending(db, limit: Self.batchLimit) }
     }
 
-    /// The hub took these.
-    public func acknowledge(_ changes: [SyncChange]) throws(SyncError) {
-        try write { db in try SyncJournal.acknowledge(db, changes) }
+    /// The hub took these (`hub`: the hub's node the cycle talks to; a device paired anew
+    /// meanwhile keeps them waiting for its new hub).
+    public func acknowledge(_ changes: [SyncChange], hub: String? = nil) throws(SyncError) {
+        try write { db in
+            try Self.stillPaired(db, hub)
+            try SyncJournal.acknowledge(db, changes)
+        }
+    }
+
+    /// Refuses a cycle's write when the device was paired with another hub (or none) since
+    /// the cycle began.
+    static func stillPaired(_ db: Database, _ hub: String?) throws {
+        guard let hub else { return }
+        let now = try SyncJournal.state(db, "hub").flatMap { try? JSON.decode(Hub.self, from: $0.utf8) }
+        guard now?.node == hub else {
+            throw SyncError.refused(both("the device was paired anew during the cycle: nothing of it was kept", "das Gerät wurde während des Abgleichs neu gekoppelt: nichts davon wurde behalten"))
+        }
     }
 
     /// Where this device has read the hub's changes to.
@@ -113,12 +136,15 @@ public struct SyncService: Sendable {
     /// clock is slow still takes them, and its clock moves up to them), a hub's clock more
     /// than an hour from this one's is refused. Returns how many fields changed here.
     @discardableResult
-    public func take(_ changes: [SyncChange], next: Int64, hubTime: Int64? = nil) throws(SyncError) -> Int {
+    public func take(_ changes: [SyncChange], next: Int64, hubTime: Int64? = nil, hub: String? = nil) throws(SyncError) -> Int {
         guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one page", "mehr als \(Self.batchLimit) Änderungen auf einer Seite")) }
         guard next >= 0 else { throw .refused(both("a cursor below zero", "ein Zeiger unter null")) }
         let own = SyncJournal.wallMilliseconds()
         var wall = own
         if let hubTime {
+            guard (0...HybridTimestamp.millisecondsLimit).contains(hubTime) else {
+                throw .refused(both("the hub's clock reads \(hubTime)", "die Uhr des Hubs zeigt \(hubTime)"))
+            }
             guard abs(hubTime - own) <= Self.maximumHubOffset else {
                 let minutes = min(abs(hubTime - own) / 60_000, 99_999)
                 throw .refused(both("the hub's clock is \(minutes) min \(hubTime > own ? "ahead of" : "behind") this device's: set the clocks (chrony or NTP)",
@@ -128,6 +154,7 @@ public struct SyncService: Sendable {
         }
         let checkedAgainst = wall
         return try write { db in
+            try Self.stillPaired(db, hub)
             let changed = try SyncJournal.merge(db, changes, wall: checkedAgainst)
             try SyncJournal.setState(db, "cursor", String(next))
             if let hubTime { try SyncJournal.setState(db, "hubOffset", String(hubTime - own)) }
