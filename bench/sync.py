@@ -7,7 +7,7 @@
    and runs `sync now`, reading all of them. Target: each under 1 s.
 2. Idle wake-ups: a daemon paired with the hub beside one in the same state unpaired (both
    with the same catalog), their voluntary context switches over every thread in a 60-s
-   window of 5 minutes (one periodic cycle in it) from halfway between two idle turns
+   window of 10 minutes (one periodic cycle in it) from halfway between two idle turns
    (bench/home.py's method), after the paired
    one's first cycle; target ≤ 1 a minute more.
 3. RSS: the same two daemons' VmRSS (median of 5 samples, 30 s after the start, past the
@@ -40,7 +40,7 @@ from home import mid_turns, rss_mb, switches, delta  # noqa: E402
 
 PRESETS = int(os.environ.get("SYNC_PRESETS", "1000"))
 SITS = int(os.environ.get("SYNC_SITS", "10000"))
-IDLE_SECONDS = int(os.environ.get("IDLE_SECONDS", "300"))   # a whole cycle period (5 min)
+IDLE_SECONDS = int(os.environ.get("IDLE_SECONDS", "600"))   # a whole cycle period (10 min)
 
 
 def free_port():

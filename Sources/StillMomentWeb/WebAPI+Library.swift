@@ -149,7 +149,7 @@ extension WebAPI {
                 if let p = e.preset { o["preset"] = .string(p) }
                 return .object(o)
             }
-            return .json(.object(["entries": .array(recent), "stats": JSON(encoding: stats)]))
+            return .json(.object(["entries": .array(recent), "stats": JSON(encoding: stats), "sync": syncState()]))
         } catch {
             return failure(error)
         }

@@ -77,6 +77,20 @@ extension WebAPI {
         }
     }
 
+    /// Where sync stands, for the web app: this node's hub and last cycle (a device), and
+    /// how many devices sync with it (a hub). Never a token.
+    func syncState() -> JSON {
+        let sync = SyncService(store: store)
+        guard let status = try? sync.status() else { return .null }
+        let paired = Set(((try? PairingStore(store: store).devices()) ?? []).map(\.id))
+        var o: [String: JSON] = ["pending": .number(Double(status.pending)),
+                                 "devices": .number(Double((try? sync.peers(paired: paired)) ?? 0))]
+        if let hub = status.hub { o["hub"] = .string(hub) }
+        if let t = status.lastCycle { o["lastCycle"] = .number(t) }
+        if let e = status.lastError { o["lastError"] = .string(e) }
+        return .object(o)
+    }
+
     private func syncPair(_ body: [UInt8], _ r: HTTPRequest, hub: String) -> Response {
         guard let json = try? JSONParser.parse(body), case .object(let args) = json,
               args.keys.allSatisfy({ $0 == "pin" || $0 == "name" }) else {

@@ -717,6 +717,16 @@ def test_practice_lists_the_sits_with_totals(web, page):
     assert "Today" in text(d, "stats")
 
 
+def test_practice_says_where_sync_stands_a_hub_for_one_device(web, app, page):
+    d = page
+    status, _, body = web.request(app.port, "POST", "/api/sync/pair", {"pin": web.new_pin(), "name": "pi-bedroom"}, origin=None)
+    assert status == 200 and body["token"], body
+    button(d, "Schedule").click()
+    button(d, "Practice").click()
+    line = web.wait_for(d, lambda: (lambda t: t if "hub for 1 device" in t else None)(text(d, "sync-state")))
+    assert line, text(d, "sync-state")
+
+
 def schedule_enabled(web):
     return json.loads(web.sm("schedule", "list", "--json").stdout)["entries"][0]["enabled"]
 

@@ -188,6 +188,11 @@ public struct SyncService: Sendable {
         try write { db in try SyncJournal.noteRead(db, device: device, cursor: cursor, now: now) }
     }
 
+    /// How many of `paired` (the hub's paired devices) have paired for sync.
+    public func peers(paired: Set<Int64>) throws(SyncError) -> Int {
+        try read { db in try Int64.fetchAll(db, sql: "SELECT device FROM syncPeer").filter(paired.contains).count }
+    }
+
     /// Collects the deletes every device of `paired` (the hub's paired devices) has read.
     @discardableResult
     public func collect(paired: Set<Int64>) throws(SyncError) -> Int {

@@ -29,6 +29,8 @@ const TEXT = {
     noEntries: 'No sits yet.', noSchedules: 'The schedule is empty (stillmoment schedule add …).', enabled: 'On', ringNow: 'Ring now',
     next: 'next', ended_completed: 'Completed', ended_finished: 'Finished', ended_stopped: 'Stopped', ended_replaced: 'Replaced',
     ended_preempted: 'Interrupted', ended_failed: 'Failed', minutes: 'min',
+    syncDevice: 'Synced with {hub}, last at {time}', syncNever: 'Paired with {hub}, not synced yet',
+    syncWaiting: '{n} change(s) waiting', syncHub: 'This device is the hub for {n} device(s)', syncError: 'Sync: {message}',
   },
   de: {
     title: 'Still Moment', tabTimer: 'Timer', tabLibrary: 'Bibliothek', tabPractice: 'Praxis', tabSchedule: 'Zeitplan',
@@ -55,6 +57,8 @@ const TEXT = {
     noEntries: 'Noch keine Sitzungen.', noSchedules: 'Der Zeitplan ist leer (stillmoment schedule add …).', enabled: 'An', ringNow: 'Jetzt läuten',
     next: 'als Nächstes', ended_completed: 'Vollendet', ended_finished: 'Beendet', ended_stopped: 'Abgebrochen', ended_replaced: 'Ersetzt',
     ended_preempted: 'Unterbrochen', ended_failed: 'Fehlgeschlagen', minutes: 'Min.',
+    syncDevice: 'Abgeglichen mit {hub}, zuletzt {time}', syncNever: 'Mit {hub} gekoppelt, noch nicht abgeglichen',
+    syncWaiting: '{n} Änderung(en) warten', syncHub: 'Dieses Gerät ist der Hub für {n} Gerät(e)', syncError: 'Abgleich: {message}',
   },
 };
 const LANG = (navigator.languages && navigator.languages[0] || navigator.language || 'en').toLowerCase().startsWith('de') ? 'de' : 'en';
@@ -383,11 +387,25 @@ async function loadPractice() {
       rows.push(el('dt', {}, t(k)), el('dd', {}, t('sits', { n: total.sits, m: Math.round(total.milliseconds / 60000) })));
     }
     $('stats').replaceChildren(...rows);
+    showSync(p.sync);
     $('entries').replaceChildren(...(p.entries.length ? p.entries.map((e) => el('li', {},
       el('span', {}, e.name), ' ', el('span', { class: 'meta' }, String(e.start).replace('T', ' ').slice(0, 16) + ' · ' +
         Math.round(e.heardMilliseconds / 60000) + ' ' + t('minutes') + ' · ' + t('ended_' + e.endReason))))
       : [el('li', {}, t('noEntries'))]));
   } catch (e) { $('entries').replaceChildren(el('li', { role: 'alert' }, e.message)); }
+}
+/** Where sync stands: this device's hub and last cycle, or the devices this hub serves. */
+function showSync(sync) {
+  const parts = [];
+  if (sync && sync.hub) {
+    parts.push(sync.lastCycle ? t('syncDevice', { hub: sync.hub, time: new Date(sync.lastCycle * 1000).toLocaleString(LANG) })
+                              : t('syncNever', { hub: sync.hub }));
+    if (sync.pending > 0) parts.push(t('syncWaiting', { n: sync.pending }));
+    if (sync.lastError) parts.push(t('syncError', { message: sync.lastError }));
+  }
+  if (sync && sync.devices > 0) parts.push(t('syncHub', { n: sync.devices }));
+  $('sync-state').textContent = parts.join(' · ');
+  $('sync-state').hidden = parts.length === 0;
 }
 async function loadSchedules() {
   try { showSchedules((await api('GET', '/api/schedules')).schedules); } catch (e) { $('schedules').replaceChildren(el('li', { role: 'alert' }, e.message)); }
