@@ -47,7 +47,8 @@ extension WebAPI {
                 }
                 let changed = try sync.receive(upload.changes)
                 if changed > 0, let d = syncDevice(r) { log.info("sync: \(changed) field(s) from device \(d.id) (\(d.name))") }
-                return .json(.object(["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count))]))
+                return .json(.object(["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count)),
+                                      "kinds": .array(SyncKind.allCases.map { .string($0.rawValue) })]))
             case ("GET", "/api/sync/pull"):
                 let after = r.query["after"].flatMap { Int64($0) } ?? 0
                 guard after >= 0 else { return .error(422, "bad-arguments", tr("after is a cursor (0 or more)", "after ist ein Zeiger (0 oder mehr)")) }
@@ -71,7 +72,7 @@ extension WebAPI {
             case .refused, .clockAhead:
                 log.notice("sync: refused from \(r.peer): \(error.text(.en))")
                 return .error(422, error.code, error.description)
-            case .store, .unreachable, .busy:
+            case .store, .unreachable, .busy, .stopped:
                 return .error(500, "failed", error.description)
             }
         }

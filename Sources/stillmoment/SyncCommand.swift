@@ -28,7 +28,7 @@ struct SyncCommand: ParsableCommand {
         switch error {
         case .refused: return Console.fail(error.description, code: 1)
         case .store(let e): return Console.fail(e)
-        case .clockAhead, .unreachable, .busy: return Console.fail(error.description, code: 1)
+        case .clockAhead, .unreachable, .busy, .stopped: return Console.fail(error.description, code: 1)
         }
     }
 

@@ -257,6 +257,30 @@ struct SyncTests {
         #expect(try hub.sync.collect(paired: paired) == 1)
     }
 
+    @Test("an edit made after a delete it had not heard brings the record back whole, also after the hub collected the delete")
+    func editSurvivesCollection() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        _ = try a.presets.save("Walk", request: try TimerRequest(text: ["duration": "10m"]), catalog: Self.catalog)
+        try a.cycle(with: hub, device: 1)
+        try b.cycle(with: hub, device: 2)
+        try a.presets.delete("Walk")
+        try a.cycle(with: hub, device: 1)
+        Self.nextMillisecond()
+        _ = try b.presets.save("Walk", request: try TimerRequest(text: ["duration": "12m"]), catalog: Self.catalog)  // later, unheard
+        try b.pull(from: hub, device: 2)          // hears the delete, which its change survives
+        #expect(try b.presets.all().map(\.name) == ["Walk"])
+        try b.pull(from: hub, device: 2)
+        try a.cycle(with: hub, device: 1)
+        #expect(try hub.sync.collect(paired: [1, 2]) == 1, "both have read the delete: the hub keeps only it")
+        try b.cycle(with: hub, device: 2)         // now B's change goes up
+        try a.cycle(with: hub, device: 1)
+        let c = try SyncReplica()
+        try c.cycle(with: hub, device: 3)
+        for r in [hub, a, b, c] {
+            #expect(try r.presets.all().map { "\($0.name) \($0.request.duration ?? 0)" } == ["Walk 720000"], "whole everywhere")
+        }
+    }
+
     @Test("a device's local preset device stays on it; a peer cannot send one")
     func deviceStaysLocal() throws {
         let hub = try SyncReplica(), a = try SyncReplica()

@@ -156,6 +156,9 @@ public struct HTTPClient: Sendable {
             }
             if headEnd == nil {
                 if let end = Self.find([13, 10, 13, 10], in: data, from: max(0, data.count - n - 3)) {
+                    guard end <= Self.maximumHead else {
+                        throw .refused(both("the hub's answer has a head of over 16 KiB", "die Antwort des Hubs hat einen Kopf von über 16 KiB"))
+                    }
                     headEnd = end + 4
                     length = try Self.contentLength(data[0..<end])
                     if let l = length, l > maximumResponse {

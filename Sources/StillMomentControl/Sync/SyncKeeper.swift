@@ -19,6 +19,8 @@ final class SyncKeeper: Sendable {
         var nextLook = 0.0
         var lastCycle = -1e9
         var lastError: String?
+        /// Cycles in a row that found another holding the lock.
+        var busy = 0
     }
 
     /// Seconds between looks and between cycles (a test shortens both with
@@ -76,11 +78,20 @@ final class SyncKeeper: Sendable {
         var failure: String?
         do throws(SyncError) {
             let report = try SyncPeer(store: store).cycle(stop: { [self] in state.withLock { $0.halted } })
+            state.withLock { $0.busy = 0 }
             if report.uploaded + report.changed > 0 {
                 log.info("sync: \(report.uploaded) change(s) sent to \(report.hub), \(report.downloaded) received, \(report.changed) applied")
             }
         } catch {
-            if case .busy = error {} else { failure = error.text(.en) }
+            switch error {
+            case .stopped: break
+            case .busy:
+                // Another cycle (a `sync now`) holds the lock: said once it has held it for
+                // three looks (a stopped process holding it would stop sync for good).
+                let busy = state.withLock { s -> Int in s.busy += 1; return s.busy }
+                if busy == 3 { failure = error.text(.en) }
+            default: failure = error.text(.en)
+            }
         }
         let report = state.withLock { s -> String? in
             s.running = false

@@ -46,7 +46,8 @@ public struct SyncPeer: Sendable {
     /// requests (the daemon is ending).
     public func cycle(stop: @Sendable () -> Bool = { false }) throws(SyncError) -> Report {
         let lockPath = store.home + "/sync.lock"
-        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        var lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        if lock < 0 && errno == EACCES { lock = open(lockPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }   // made by another user: flock works read-only
         guard lock >= 0 else {
             throw .store(.io(path: lockPath, reason: .same(String(cString: strerror(errno)))))
         }
@@ -65,7 +66,7 @@ public struct SyncPeer: Sendable {
             try run(service, hub, &report, stop: stop)
             try service.noteCycle(error: nil, at: Date().timeIntervalSince1970)
         } catch {
-            try? service.noteCycle(error: error.text(.en), at: Date().timeIntervalSince1970)
+            if case .stopped = error {} else { try? service.noteCycle(error: error.text(.en), at: Date().timeIntervalSince1970) }
             throw error
         }
         return report
@@ -77,7 +78,7 @@ public struct SyncPeer: Sendable {
         let node = try service.node()
         // Upload, in batches the hub's limit takes.
         while true {
-            if stop() { throw .busy }
+            if stop() { throw .stopped }
             let pending = try service.pending()
             if pending.isEmpty { break }
             var batch: [SyncChange] = []
@@ -91,14 +92,23 @@ public struct SyncPeer: Sendable {
             let body = JSON(encoding: SyncUpload(node: node, changes: batch)).line
             let json = try Self.answer(try client.send("POST", "/api/sync/push", headers: auth, body: Array(body.utf8)))
             guard json["hub"]?.string == hub.node else { throw Self.otherHub }
-            try service.acknowledge(batch, hub: hub.node)
+            // What the hub took: the kinds it knows (an older hub passes over the others,
+            // which wait here until it knows them).
+            let known: Set<String>? = json["kinds"].flatMap { k -> Set<String>? in
+                guard case .array(let list) = k else { return nil }
+                return Set(list.compactMap(\.string))
+            }
+            let taken = known.map { known in batch.filter { known.contains($0.kind.rawValue) } } ?? batch
+            try service.acknowledge(taken, hub: hub.node)
+            if taken.count < batch.count { report.uploaded += taken.count; break }
             report.uploaded += batch.count
             if batch.count == pending.count && pending.count < SyncService.batchLimit { break }
         }
         // Download from the cursor.
+        try service.readAgainForNewKinds()
         var pages = 0
         while true {
-            if stop() { throw .busy }
+            if stop() { throw .stopped }
             let cursor = try service.cursor()
             let answer = try client.send("GET", "/api/sync/pull?after=\(cursor)", headers: auth)
             if answer.status != 200 { _ = try Self.answer(answer) }

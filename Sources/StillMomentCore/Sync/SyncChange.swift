@@ -101,8 +101,10 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
     case store(CoreError)
     /// The hub could not be reached, or its answer broke off (the next cycle tries again).
     case unreachable(LocalizedText)
-    /// Another cycle of this home runs (or the daemon is ending): this one did nothing.
+    /// Another cycle of this home runs: this one did nothing.
     case busy
+    /// The cycle was asked to stop (the daemon is ending): what it did is kept.
+    case stopped
 
     public var description: String { text(.current) }
 
@@ -118,6 +120,7 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unreachable(let words): return Display.clean(words.text(language))
         case .busy: return tr("another sync of this library is running (the daemon's?): try again in a moment",
                               "ein anderer Abgleich dieser Bibliothek läuft (der des Daemons?): gleich noch einmal versuchen", language)
+        case .stopped: return tr("the sync was stopped (the daemon is ending)", "der Abgleich wurde angehalten (der Daemon endet)", language)
         }
     }
 
@@ -133,6 +136,7 @@ extension SyncError {
         case .store: return "failed"
         case .unreachable: return "unreachable"
         case .busy: return "busy"
+        case .stopped: return "stopped"
         }
     }
 }

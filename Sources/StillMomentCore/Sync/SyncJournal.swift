@@ -91,6 +91,19 @@ public enum SyncJournal {
         var clock = try clock(db)
         var seq = try lastSeq(db)
         let wall = wallMilliseconds()
+        var fields = fields
+        // A change of a record that has a delete (one this device made or heard, and lost
+        // to this change): every field is stamped again, so the record comes back whole
+        // where its fields were collected after the delete (a hub keeps only the delete).
+        let deleted = try Row.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM syncField WHERE kind = ? AND id = ? AND field = 'deleted'"),
+                                       arguments: [kind.rawValue, id]) != nil
+        if deleted && !fields.contains(where: { $0.0 == SyncChange.deletedField }) {
+            let named = Set(fields.map(\.0))
+            for row in try Row.fetchAll(db, sql: "SELECT field, value FROM syncField WHERE kind = ? AND id = ? AND field <> 'deleted'",
+                                        arguments: [kind.rawValue, id]) {
+                if let field: String = row["field"], let value: String = row["value"], !named.contains(field) { fields.append((field, value)) }
+            }
+        }
         for (field, value) in fields {
             let stamp = clock.tick(wall: wall)
             seq += 1
@@ -123,12 +136,17 @@ public enum SyncJournal {
         // batch; what is older is dropped unread and changes nothing.
         let current = try db.cachedStatement(sql: "SELECT stamp, value FROM syncField WHERE kind = ? AND id = ? AND field = ?")
         // Newer: a larger stamp; under one stamp (only a peer that forged another's can make
-        // two values so) the larger value, so that every replica keeps the same one.
+        // two values so) the larger value by its bytes, so that every replica keeps the same
+        // one. A change older than the record's delete is dead: not stored (its field may
+        // have been collected, and it would travel for ever).
         func isNewer(_ c: SyncChange) throws -> Bool {
+            let s = c.stamp.description
+            if c.field != SyncChange.deletedField,
+               let row = try Row.fetchOne(current, arguments: [c.kind.rawValue, c.id, SyncChange.deletedField]),
+               let deleted: String = row["stamp"], deleted > s { return false }
             guard let row = try Row.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]),
                   let stamp: String = row["stamp"], let value: String = row["value"] else { return true }
-            let s = c.stamp.description
-            return s > stamp || (s == stamp && c.value > value)
+            return s > stamp || (s == stamp && value.utf8.lexicographicallyPrecedes(c.value.utf8))
         }
         var newer: [SyncChange] = []
         var read: [String: PracticeEntry] = [:]
@@ -159,6 +177,11 @@ public enum SyncJournal {
         let lost = try db.cachedStatement(sql: "UPDATE syncField SET pending = 0 WHERE kind = ? AND id = ? AND stamp < ? AND pending = 1")
         for c in newer where c.field == SyncChange.deletedField {
             try lost.execute(arguments: [c.kind.rawValue, c.id, c.stamp.description])
+            // A delete this record survives (changed here after it, unheard): every field is
+            // stamped again, so the record goes out whole (a hub may keep only the delete).
+            if let fields = try records(db, c.kind, ids: [c.id])[c.id], !isDeleted(fields) {
+                try record(db, c.kind, id: c.id, fields: fields.values.filter { $0.field != SyncChange.deletedField }.map { ($0.field, $0.value) })
+            }
         }
         for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids, read: read) }
         return changed

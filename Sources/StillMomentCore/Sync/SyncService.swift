@@ -122,6 +122,18 @@ public struct SyncService: Sendable {
         }
     }
 
+    /// A device that has learnt kinds of record since it last read the hub (a new version:
+    /// pages passed over them before) reads the hub from the start again, once; merging
+    /// what it holds already changes nothing.
+    public func readAgainForNewKinds() throws(SyncError) {
+        let known = SyncKind.allCases.map(\.rawValue).sorted().joined(separator: ",")
+        try write { db in
+            guard try SyncJournal.state(db, "kinds") != known else { return }
+            try SyncJournal.setState(db, "cursor", nil)
+            try SyncJournal.setState(db, "kinds", known)
+        }
+    }
+
     /// Where this device has read the hub's changes to.
     public func cursor() throws(SyncError) -> Int64 {
         try read { db in try SyncJournal.state(db, "cursor").flatMap { Int64($0) } ?? 0 }
