@@ -40,7 +40,6 @@ public enum SyncJournal {
     static func createPeers(_ db: Database) throws {
         try db.execute(sql: """
             CREATE TABLE syncPeer (device INTEGER PRIMARY KEY NOT NULL, cursor INTEGER NOT NULL, seen REAL NOT NULL);
-            CREATE INDEX syncFieldDeleted ON syncField (seq) WHERE field = 'deleted';
             """)
     }
 
@@ -137,13 +136,12 @@ public enum SyncJournal {
         let current = try db.cachedStatement(sql: "SELECT stamp, value FROM syncField WHERE kind = ? AND id = ? AND field = ?")
         // Newer: a larger stamp; under one stamp (only a peer that forged another's can make
         // two values so) the larger value by its bytes, so that every replica keeps the same
-        // one. A change older than the record's delete is dead: not stored (its field may
-        // have been collected, and it would travel for ever).
+        // one. Nothing else decides: a change older than the record's delete is stored too
+        // (dead, and collected with the record), since skipping it on a replica that heard
+        // the delete first would leave the replicas' journals different, and a record
+        // brought back later would differ by it (the property test found that).
         func isNewer(_ c: SyncChange) throws -> Bool {
             let s = c.stamp.description
-            if c.field != SyncChange.deletedField,
-               let row = try Row.fetchOne(current, arguments: [c.kind.rawValue, c.id, SyncChange.deletedField]),
-               let deleted: String = row["stamp"], deleted > s { return false }
             guard let row = try Row.fetchOne(current, arguments: [c.kind.rawValue, c.id, c.field]),
                   let stamp: String = row["stamp"], let value: String = row["value"] else { return true }
             return s > stamp || (s == stamp && value.utf8.lexicographicallyPrecedes(c.value.utf8))
@@ -212,8 +210,13 @@ public enum SyncJournal {
         let done = try state(db, "collectedThrough").flatMap { Int64($0) } ?? 0
         guard let everyone = cursors.min(), everyone > done else { return 0 }
         var collected = 0
-        let rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM syncField WHERE field = 'deleted' AND seq > ? AND seq <= ?",
-                                    arguments: [done, everyone])
+        // Every record with a field written since the last collection (its delete, or a dead
+        // change of it that came late) whose delete everyone has read.
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT DISTINCT f.kind, f.id FROM syncField f
+            WHERE f.seq > ? AND f.seq <= ?
+              AND EXISTS (SELECT 1 FROM syncField d WHERE d.kind = f.kind AND d.id = f.id AND d.field = 'deleted' AND d.seq <= ?)
+            """, arguments: [done, everyone, everyone])
         for row in rows {
             guard let kindText: String = row["kind"], let kind = SyncKind(rawValue: kindText), let id: String = row["id"],
                   let fields = try records(db, kind, ids: [id])[id], isDeleted(fields), fields.count > 1 else { continue }
