@@ -396,7 +396,7 @@ struct SyncTests {
     static let names = ["Morning", "morning", "Evening", "Walk"]
     /// 5 to 40 random operations from a seed.
     static func ops(_ seed: UInt64) -> [Op] {
-        var rng = SplitMix(seed: seed)
+        var rng = PracticeSQLTests.Random(state: seed)
         func n(_ k: Int) -> Int { Int(rng.next() % UInt64(k)) }
         return (0..<(5 + n(36))).map { _ in
             let (kind, r, a, b) = (n(10), n(3), n(4), n(101))
@@ -433,7 +433,7 @@ struct SyncTests {
             case .deliver(let from, let to, let keep, let seed):
                 // A random part of what `from` holds, shuffled, some twice: a lossy,
                 // reordering, duplicating link (state-based: what it sends is its journal).
-                var rng = SplitMix(seed: UInt64(seed))
+                var rng = PracticeSQLTests.Random(state: UInt64(seed))
                 var changes = try replicas[from].sync.changes(after: 0).changes.filter { _ in Int(rng.next() % 100) < keep }
                 changes += changes.prefix(Int(rng.next() % 4))
                 changes.shuffle(using: &rng)
@@ -482,18 +482,5 @@ struct SyncTests {
             #expect(views[0] == views[1] && views[1] == views[2], "replicas differ after \(ops)")
             #expect(lost.isEmpty)
         }
-    }
-}
-
-/// A small seeded generator (SplitMix64) for the delivery's order and drops.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

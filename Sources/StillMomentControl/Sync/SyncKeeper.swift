@@ -4,7 +4,6 @@
 // wake-ups of its own thread and its socket: BENCHMARKS.md, "Sync"). It is driven by the
 // daemon's own loop turns (an idle daemon turns every 5 s), so it adds no wake-up of its
 // own; a cycle that fails is logged once per new reason and tried again at the next look.
-import CSystem
 import Glibc
 import Logging
 import StillMomentAudio
@@ -62,13 +61,7 @@ final class SyncKeeper: Sendable {
             return true
         }
         guard wanted else { return }
-        let context = Unmanaged.passRetained(self)
-        let rc = sm_run_background({ raw in
-            guard let raw else { return }
-            Unmanaged<SyncKeeper>.fromOpaque(raw).takeRetainedValue().cycle()
-        }, context.toOpaque())
-        if rc != 0 {
-            context.release()
+        if !BackgroundThread.run({ [self] in cycle() }) {
             state.withLock { $0.running = false }
         }
     }

@@ -1,16 +1,16 @@
-/// A detached thread for one long job of the web app (an upload's import; the daemon link's
-/// loop), so the server's loop goes on meanwhile. Not Dispatch's global queue: on Linux its workqueue, once used,
+/// A detached thread for one long job (the web app's import of an upload and its daemon
+/// link's loop; the daemon's sync cycle), so the loop that starts it goes on meanwhile. Not Dispatch's global queue: on Linux its workqueue, once used,
 /// woke the process every second for good, and an idle web app must not wake at all.
 import Glibc
 
-enum BackgroundThread {
+public enum BackgroundThread {
     private final class Job {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
     /// Runs `body` on a new detached thread; false when no thread could be started.
-    static func run(_ body: @escaping @Sendable () -> Void) -> Bool {
+    public static func run(_ body: @escaping @Sendable () -> Void) -> Bool {
         let box = Unmanaged.passRetained(Job(body)).toOpaque()
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
