@@ -21,7 +21,7 @@ extension WebAPI {
             return .refuse(.error(401, "unpaired", tr("this device is not paired with the hub: `stillmoment sync pair URL --pin PIN`",
                                                       "dieses Gerät ist nicht mit dem Hub gekoppelt: `stillmoment sync pair URL --pin PIN`")))
         }
-        let limit = r.path == "/api/sync/push" ? Self.maxSyncBody : Self.maxJSONBody
+        let limit = r.path == "/api/sync/push" ? Self.maxSyncBody : r.path.hasPrefix("/api/sync/file/") ? SyncFiles.chunkBytes : Self.maxJSONBody
         guard r.contentLength <= limit else {
             return .refuse(.error(413, "too-large", tr("a sync request is limited to \(limit / 1024) KiB", "eine Sync-Anfrage hat höchstens \(limit / 1024) KiB")))
         }
@@ -63,6 +63,28 @@ extension WebAPI {
                 }
                 let page = try sync.changes(after: after)
                 return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more, time: SyncJournal.wallMilliseconds())))
+            case ("GET", "/api/sync/files"):
+                // The contents this hub waits for (meditations whose rows came before their
+                // files), with what it holds of each: a device that has one sends it.
+                let wanted = try SyncFiles.wanted(store: store).map { w -> JSON in
+                    .object(["hash": .string(w.hash), "size": .number(Double(w.size)), "have": .number(Double(w.have))])
+                }
+                return .json(.object(["hub": .string(try sync.node()), "wanted": .array(wanted)]))
+            case ("GET", let path) where path.hasPrefix("/api/sync/file/"):
+                return try syncFileRead(String(path.dropFirst("/api/sync/file/".count)), r)
+            case ("PUT", let path) where path.hasPrefix("/api/sync/file/"):
+                let hash = String(path.dropFirst("/api/sync/file/".count))
+                guard let offset = r.query["offset"].flatMap({ Int64($0) }), offset >= 0 else {
+                    return .error(422, "bad-arguments", tr("offset is where the bytes go (0 or more)", "offset ist, wohin die Bytes gehören (0 oder mehr)"))
+                }
+                let outcome = try SyncFiles.append(hash, offset: offset, bytes: body, store: store)
+                switch outcome {
+                case .more(let have): return .json(.object(["have": .number(Double(have))]))
+                case .unwanted: return .json(.object(["unwanted": .bool(true)]))
+                case .adopted(let ids):
+                    log.info("sync: the file \(hash) arrived whole for \(ids.count) meditation(s)")
+                    return .json(.object(["adopted": .array(ids.map(JSON.string))]))
+                }
             default:
                 return .error(404, "not-found", tr("no such thing: \(r.method) \(Display.clean(String(r.path.prefix(100))))",
                                                    "gibt es nicht: \(r.method) \(Display.clean(String(r.path.prefix(100))))"))
@@ -76,6 +98,31 @@ extension WebAPI {
                 return .error(500, "failed", error.description)
             }
         }
+    }
+
+    /// Bytes of a stored file by its content hash: `Range: bytes=FIRST-[LAST]` (206, at most
+    /// SyncFiles.chunkBytes a request) or the first chunk (200, `X-Content-Size` the whole).
+    private func syncFileRead(_ hash: String, _ r: HTTPRequest) throws(SyncError) -> Response {
+        var first: Int64 = 0
+        var last: Int64?
+        if let range = r.header("range") {
+            let spec = range.hasPrefix("bytes=") ? range.dropFirst(6) : ""
+            let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, let a = Int64(parts[0]), a >= 0, parts[1].isEmpty || Int64(parts[1]).map({ $0 >= a }) == true else {
+                return .error(416, "bad-range", tr("a range of bytes is bytes=FIRST-[LAST]", "ein Bereich von Bytes ist bytes=ERSTES-[LETZTES]"))
+            }
+            first = a
+            last = Int64(parts[1])
+        }
+        let count = Int(min(Int64(SyncFiles.chunkBytes), (last ?? Int64.max - 1) - first + 1))
+        guard let (bytes, size) = try SyncFiles.read(hash, offset: first, count: count, store: store) else {
+            return .error(404, "not-here", tr("no file of that content here", "keine Datei dieses Inhalts hier"))
+        }
+        guard first < size || size == 0 else {
+            return Response.error(416, "bad-range", tr("the file has \(size) bytes", "die Datei hat \(size) Bytes")).with(("Content-Range", "bytes */\(size)"))
+        }
+        let headers = [("X-Content-Size", String(size))] + (r.header("range") == nil ? [] : [("Content-Range", "bytes \(first)-\(first + Int64(bytes.count) - 1)/\(size)")])
+        return Response(status: r.header("range") == nil ? 200 : 206, contentType: "application/octet-stream", body: bytes, headers: headers)
     }
 
     /// Where sync stands, for the web app: this node's hub and last cycle (a device), and

@@ -127,7 +127,7 @@ struct ListCommand: ParsableCommand {
             Console.out(jsonText(.array(items.map(entryJSON))))
             return
         }
-        if items.isEmpty {
+        if items.isEmpty && ((try? SyncService(store: store).arriving().isEmpty) ?? true) {
             if search != nil || maxDuration != nil {
                 let en = "nothing in the library matches" + (search.map { " '\($0)'" } ?? "") + (maxDuration.map { " up to \($0)" } ?? "")
                 let de = "keine Meditation in der Bibliothek" + (search.map { " passt zu '\($0)'" } ?? "")
@@ -146,6 +146,18 @@ struct ListCommand: ParsableCommand {
                 Console.out(m.teacher.isEmpty ? tr("(no teacher)", "(ohne Lehrer:in)") : m.teacher)
             }
             Console.out("  \(m.id.prefix(8))  \(TimeText.clock(m.durationMilliseconds).padded(to: 8)) \(m.name)")
+        }
+        // Synced from another device, their files not here (yet): listed, not playable.
+        let arriving = ((try? SyncService(store: store).arriving()) ?? []).filter { a in
+            search.map { s in [a.teacher, a.name].contains { $0.lowercased().contains(s.lowercased()) } } ?? true
+        }
+        if !arriving.isEmpty {
+            Console.out(tr("(arriving from the sync hub)", "(unterwegs vom Sync-Hub)"))
+            for a in arriving {
+                let state = a.fetched ? tr("arriving, \(a.have / 1_000_000) of \(a.size / 1_000_000) MB", "unterwegs, \(a.have / 1_000_000) von \(a.size / 1_000_000) MB")
+                                      : tr("on the hub only", "nur auf dem Hub")
+                Console.out("  \(a.id.prefix(8))  \(TimeText.clock(a.duration).padded(to: 8)) \(Display.clean(a.name))  (\(state))")
+            }
         }
     }
 }

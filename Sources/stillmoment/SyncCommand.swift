@@ -12,15 +12,17 @@ import StillMomentWeb
 struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Sync presets and the practice log with the other devices (through a hub).",
+        abstract: "Sync meditations, presets and the practice log with the other devices (through a hub).",
         discussion: """
             One node is the hub: it runs `stillmoment web --listen ADDRESS:PORT`, and \
             `stillmoment web pair` on it shows a PIN. On each other device: \
             `stillmoment sync pair http://HUB:8181 --pin PIN`, then `stillmoment sync now`. \
             A conflict (the same field changed on two devices) goes to the later change by \
-            a hybrid logical clock; a delete wins over older changes and loses to newer ones.
+            a hybrid logical clock; a delete wins over older changes and loses to newer ones. \
+            A meditation's row comes first and its file after it (`sync files` says which \
+            files this device fetches).
             """,
-        subcommands: [Pair.self, Now.self, Status.self, Off.self, Devices.self, Forget.self],
+        subcommands: [Pair.self, Now.self, Status.self, Files.self, Off.self, Devices.self, Forget.self],
         defaultSubcommand: Status.self
     )
 
@@ -67,6 +69,11 @@ struct SyncCommand: ParsableCommand {
                 if json { Console.out(jsonText(report)); return }
                 Console.out(tr("synced with \(report.hub): \(report.uploaded) change(s) sent, \(report.downloaded) received, \(report.changed) applied here",
                                "abgeglichen mit \(report.hub): \(report.uploaded) Änderung(en) gesendet, \(report.downloaded) empfangen, \(report.changed) hier übernommen"))
+                if report.filesSent + report.filesFetched > 0 || report.fileBytes > 0 {
+                    let mb = Files.megabytes(report.fileBytes)
+                    Console.out(tr("files: \(report.filesSent) sent, \(report.filesFetched) fetched (\(mb) moved)",
+                                   "Dateien: \(report.filesSent) gesendet, \(report.filesFetched) geholt (\(mb) übertragen)"))
+                }
             } catch {
                 throw SyncCommand.fail(error)
             }
@@ -93,7 +100,71 @@ struct SyncCommand: ParsableCommand {
                     Console.out(tr("clock     ", "Uhr       ") + (offset > 0 ? tr("\(seconds) s behind the hub's", "\(seconds) s hinter der des Hubs")
                                                                            : tr("\(seconds) s ahead of the hub's", "\(seconds) s vor der des Hubs")))
                 }
+                let arriving = try SyncService(store: store).arriving()
+                if !arriving.isEmpty {
+                    let fetched = arriving.filter(\.fetched)
+                    let left = fetched.reduce(Int64(0)) { $0 + max(0, $1.size - $1.have) }
+                    Console.out(tr("arriving  ", "unterwegs ") + tr("\(fetched.count) file(s), \(Files.megabytes(left)) to fetch", "\(fetched.count) Datei(en), \(Files.megabytes(left)) zu holen")
+                                + (fetched.count < arriving.count ? tr("; \(arriving.count - fetched.count) kept on the hub only", "; \(arriving.count - fetched.count) nur auf dem Hub") : ""))
+                }
                 if let e = s.lastError { Console.out(tr("error     ", "Fehler    ") + e) }
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+    }
+
+    struct Files: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "files",
+            abstract: "Which meditations' files this device fetches: all, none, or under SIZE (e.g. under 200M); without one, what is arriving.",
+            discussion: """
+                A meditation synced from another device is listed at once; its file follows. \
+                `none` keeps only the rows here (the files stay on the hub and their own \
+                devices), `under 200M` fetches files up to that size. A file here is never \
+                deleted because of this setting.
+                """)
+        @Argument(help: "all, none, or under.") var policy: String?
+        @Argument(help: "The largest file to fetch (with under): 200M, 1G.") var size: String?
+        @Flag(help: "Print JSON.") var json = false
+
+        static func megabytes(_ bytes: Int64) -> String {
+            bytes >= 10_000_000 ? "\(bytes / 1_000_000) MB" : String(format: "%.1f MB", Double(bytes) / 1_000_000)
+        }
+
+        func run() throws {
+            let store = try openStore()
+            let service = SyncService(store: store)
+            var chosen: SyncService.FilePolicy?
+            if let policy {
+                switch (policy.lowercased(), size) {
+                case ("all", nil): chosen = .all
+                case ("none", nil): chosen = SyncService.FilePolicy.none
+                case ("under", let text?): chosen = .under(try ByteSize.parse(text, option: "size"))
+                default:
+                    throw CoreError.badValue(option: "files", reason: both("say all, none, or under SIZE (e.g. under 200M)",
+                                                                          "sage all, none oder under GRÖSSE (z. B. under 200M)"))
+                }
+            }
+            do throws(SyncError) {
+                if let chosen { try service.setFilePolicy(chosen) }
+                let current = try service.filePolicy()
+                let arriving = try service.arriving()
+                if json {
+                    Console.out(JSON.object(["files": .string(current.limit.map { $0 == 0 ? "none" : "under \($0)" } ?? "all"),
+                                             "arriving": JSON(encoding: arriving)]).line)
+                    return
+                }
+                switch current {
+                case .all: Console.out(tr("this device fetches every meditation's file", "dieses Gerät holt die Datei jeder Meditation"))
+                case .none: Console.out(tr("this device fetches no meditation's file (rows only)", "dieses Gerät holt keine Datei einer Meditation (nur die Einträge)"))
+                case .under(let n): Console.out(tr("this device fetches files up to \(Self.megabytes(n))", "dieses Gerät holt Dateien bis \(Self.megabytes(n))"))
+                }
+                for a in arriving {
+                    let state = a.fetched ? tr("arriving, \(Self.megabytes(a.have)) of \(Self.megabytes(a.size))", "unterwegs, \(Self.megabytes(a.have)) von \(Self.megabytes(a.size))")
+                                          : tr("on the hub only (\(Self.megabytes(a.size)))", "nur auf dem Hub (\(Self.megabytes(a.size)))")
+                    Console.out("\(a.id.prefix(8))  \(Display.clean(a.name))  \(state)")
+                }
             } catch {
                 throw SyncCommand.fail(error)
             }

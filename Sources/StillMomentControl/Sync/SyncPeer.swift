@@ -19,6 +19,11 @@ public struct SyncPeer: Sendable {
         /// Fields that changed here.
         public var changed = 0
         public var hub = ""
+        /// Meditations' files sent to the hub whole, and fetched from it whole.
+        public var filesSent = 0
+        public var filesFetched = 0
+        /// Bytes of files moved either way.
+        public var fileBytes: Int64 = 0
     }
 
     /// Pairs this device with the hub at `url` with the PIN its `stillmoment web pair` shows.
@@ -122,6 +127,73 @@ public struct SyncPeer: Sendable {
             report.downloaded += page.changes.count
             pages += 1
             if !page.more || page.next == cursor || pages >= 10_000 { break }
+        }
+        try sendFiles(client, auth, hub, &report, stop: stop)
+        try fetchFiles(service, client, auth, &report, stop: stop)
+        SyncFiles.sweep(store: store)
+    }
+
+    /// The files the hub waits for that are here go up, from where the hub stopped.
+    private func sendFiles(_ client: HTTPClient, _ auth: [(String, String)], _ hub: SyncService.Hub, _ report: inout Report,
+                           stop: () -> Bool) throws(SyncError) {
+        let json = try Self.answer(try client.send("GET", "/api/sync/files", headers: auth))
+        guard json["hub"]?.string == hub.node else { throw Self.otherHub }
+        guard case .array(let list)? = json["wanted"] else {
+            throw .refused(both("the hub's list of files it waits for is not ours", "die Liste der Dateien, auf die der Hub wartet, ist nicht von uns"))
+        }
+        for item in list.prefix(100_000) {
+            guard let hash = item["hash"]?.string, SyncFileFacts.isHash(hash), let have = item["have"]?.number,
+                  have >= 0, have < 1e15 else { continue }
+            var offset = Int64(have)
+            var turns = 0
+            while turns < 100_000 {
+                turns += 1
+                if stop() { throw .stopped }
+                guard let (bytes, _) = try SyncFiles.read(hash, offset: offset, count: SyncFiles.chunkBytes, store: store), !bytes.isEmpty else { break }
+                let answer = try Self.answer(try client.send("PUT", "/api/sync/file/\(hash)?offset=\(offset)", headers: auth, body: bytes))
+                report.fileBytes += Int64(bytes.count)
+                if let next = answer["have"]?.number {
+                    guard next >= 0, next < 1e15, Int64(next) != offset else { break }
+                    offset = Int64(next)
+                    continue
+                }
+                if answer["adopted"] != nil { report.filesSent += 1 }
+                break
+            }
+        }
+    }
+
+    /// The files of meditations arriving here (those `sync files` lets this device fetch)
+    /// come down from where the last cycle stopped; a file the hub has not got yet waits.
+    private func fetchFiles(_ service: SyncService, _ client: HTTPClient, _ auth: [(String, String)], _ report: inout Report,
+                            stop: () -> Bool) throws(SyncError) {
+        for w in try SyncFiles.wanted(store: store, limit: try service.filePolicy().limit) {
+            var offset = w.have
+            var turns = 0
+            while offset < w.size && turns < 100_000 {
+                turns += 1
+                if stop() { throw .stopped }
+                let last = min(offset + Int64(SyncFiles.chunkBytes), w.size) - 1
+                let answer = try client.send("GET", "/api/sync/file/\(w.hash)", headers: auth + [("Range", "bytes=\(offset)-\(last)")])
+                if answer.status == 404 { break }   // the hub waits for it too
+                guard answer.status == 206 else { _ = try Self.answer(answer); break }
+                guard !answer.body.isEmpty, answer.body.count <= Int(last - offset + 1) else {
+                    throw .refused(both("the hub sent other bytes than those asked for", "der Hub schickte andere Bytes als die erbetenen"))
+                }
+                let at = offset
+                let outcome = try SyncFiles.append(w.hash, offset: at, bytes: answer.body, store: store)
+                report.fileBytes += Int64(answer.body.count)
+                switch outcome {
+                case .more(let next):
+                    guard next > offset else { throw .refused(both("a file's transfer made no progress", "die Übertragung einer Datei kam nicht voran")) }
+                    offset = next
+                case .adopted:
+                    report.filesFetched += 1
+                    offset = w.size
+                case .unwanted:
+                    offset = w.size
+                }
+            }
         }
     }
 

@@ -54,6 +54,7 @@ extension LibraryStore {
         CatalogMigration("v14-schedule-rooms", ScheduleStore.addRooms),
         CatalogMigration("v15-sync", SyncJournal.createTables),
         CatalogMigration("v16-sync-peers", SyncJournal.createPeers),
+        CatalogMigration("v17-sync-meditations", SyncMeditations.migrate),
     ]
 
     /// Core's migrations, then `extensions`.

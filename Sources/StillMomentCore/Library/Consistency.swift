@@ -168,7 +168,8 @@ extension LibraryStore {
             }
         }
         for folder in [meditationsFolder, soundsFolder] {
-            for name in Self.list(folder) where !name.hasPrefix(".import-") && !known.contains(name) {
+            // (Files arriving by sync are `.arriving-*`, kept until whole and adopted.)
+            for name in Self.list(folder) where !name.hasPrefix(".import-") && !name.hasPrefix(".arriving-") && !known.contains(name) {
                 let path = folder + "/" + name
                 // An import holds its file locked until its row is committed.
                 guard Self.isUnlocked(path) || access(path, F_OK) != 0 else { continue }
@@ -335,7 +336,11 @@ extension LibraryStore {
             album: Importer.clean(old?.album) ?? Importer.clean(tags.album), dateAdded: added,
             trimStart: nil, trimEnd: nil, startGong: nil, endGong: nil, size: Int64(st.st_size),
             contentHash: hash, loudnessGain: analysis.gain, lastPosition: nil)
-        try write { db in try m.insert(db) }
+        try write { db in
+            try m.insert(db)
+            // A file sync knows already keeps the record it has (its name from a peer).
+            if try SyncJournal.records(db, .meditation, ids: [m.id])[m.id] == nil { try SyncMeditations.record(db, m) }
+        }
         let shown = (m.teacher.isEmpty ? "" : m.teacher + " – ") + m.name
         return tr("adopted \(name) back into the library as \(shown)", "\(name) wieder in die Bibliothek aufgenommen als \(shown)")
     }

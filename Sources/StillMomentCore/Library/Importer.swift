@@ -126,6 +126,7 @@ public struct Importer: Sendable {
                 // A second import of the same content may have landed meanwhile.
                 if let other = try Self.row(withHash: hash, db) { return other }
                 try meditation.insert(db)
+                try SyncMeditations.record(db, meditation)
                 if let seekIndex { try LibraryStore.saveSeekIndex(seekIndex, for: id, db) }
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: .systemError)

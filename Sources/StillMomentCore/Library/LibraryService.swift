@@ -85,9 +85,9 @@ public struct LibraryService: Sendable {
     /// Applies an edit, checked whole before anything is stored; the meditation as stored.
     @discardableResult
     public func edit(_ key: String, _ edit: MeditationEdit) throws(CoreError) -> Meditation {
-        var m = try store.find(key)
-        m = try Self.applied(edit, to: m, catalog: try SoundCatalog.withCustomSounds(store: store))
-        try store.update(m)
+        let before = try store.find(key)
+        let m = try Self.applied(edit, to: before, catalog: try SoundCatalog.withCustomSounds(store: store))
+        try store.update(m, before: before)
         return m
     }
 

@@ -247,6 +247,16 @@ public final class LibraryStore: Sendable {
             let names = (byPrefix.isEmpty ? byName : byPrefix).map { "\($0.id.prefix(8)) \($0.name)" }
             throw CoreError.ambiguous(key: Display.clean(key), matches: names)
         }
+        // A meditation synced from another device whose file is not here yet.
+        if let a = try? SyncService(store: self).arriving().first(where: { $0.id == k || $0.id.hasPrefix(k) || $0.name.lowercased() == k }) {
+            let mb = { (b: Int64) in "\(max(0, b) / 1_000_000) MB" }
+            let name = Display.clean(a.name)
+            throw CoreError.badRequest(a.fetched
+                ? both("'\(name)' is arriving from the sync hub (\(mb(a.have)) of \(mb(a.size))): it plays once its file is here",
+                       "'\(name)' kommt gerade vom Sync-Hub (\(mb(a.have)) von \(mb(a.size))): sie spielt, sobald ihre Datei hier ist")
+                : both("'\(name)' is kept on the sync hub only (`stillmoment sync files` says which files this device fetches)",
+                       "'\(name)' liegt nur auf dem Sync-Hub (`stillmoment sync files` sagt, welche Dateien dieses Gerät holt)"))
+        }
         let damaged = (try? catalogRows().damaged.count) ?? 0
         let hint: LocalizedText = damaged == 0 ? .same("")
             : damaged == 1 ? both("; 1 catalog entry is damaged (see `stillmoment library verify`)",
@@ -269,8 +279,14 @@ public final class LibraryStore: Sendable {
         return (try? ContentHash.of(file: path(of: m))) == m.contentHash
     }
 
-    public func update(_ m: Meditation) throws(CoreError) {
-        try write { db in try m.update(db) }
+    /// Stores an edit of a meditation (the fields that changed from `before`, or from the
+    /// row as stored, recorded for sync in the same transaction).
+    public func update(_ m: Meditation, before: Meditation? = nil) throws(CoreError) {
+        try write { db in
+            let old = try before ?? Meditation.fetchOne(db, key: m.id)
+            try m.update(db)
+            if let old { try SyncMeditations.record(db, m, before: old) }
+        }
     }
 
     public func savePosition(id: String, ms: Int64?) throws(CoreError) {
@@ -288,7 +304,10 @@ public final class LibraryStore: Sendable {
             throw ScheduleStore.inUse(both("the meditation '\(m.name)'", "die Meditation '\(m.name)'"), by: users)
         }
         try ScheduleStore(store: self).keepName(m.name, of: m.id, in: users)
-        _ = try write { db in try m.delete(db) }
+        _ = try write { db in
+            try m.delete(db)
+            try SyncJournal.recordDelete(db, .meditation, id: m.id)
+        }
         if unlink(path(of: m)) != 0 && errno != ENOENT {
             throw CoreError.io(path: path(of: m), reason: .systemError)
         }

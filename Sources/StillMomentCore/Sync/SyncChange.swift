@@ -11,12 +11,14 @@ import FoundationEssentials
 public enum SyncKind: String, Sendable, CaseIterable, Codable {
     case preset
     case practice
+    case meditation
 
     /// The fields a record of this kind has (besides `deleted`).
     public var fields: Set<String> {
         switch self {
         case .preset: return ["name", "request", "created"]
         case .practice: return ["entry"]
+        case .meditation: return Set(["file"] + SyncMeditations.editFields)
         }
     }
 }

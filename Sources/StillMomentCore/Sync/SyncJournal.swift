@@ -129,7 +129,7 @@ public enum SyncJournal {
     /// refused whole), this node's clock moved past their stamps (one more than 5 minutes
     /// ahead refuses the batch), each field replaced when the change's stamp is newer, and
     /// the records that changed applied to their tables. Returns how many fields changed.
-    static func merge(_ db: Database, _ changes: [SyncChange], wall: Int64) throws -> Int {
+    static func merge(_ db: Database, _ changes: [SyncChange], wall: Int64, folders: SyncFolders) throws -> Int {
         // Only changes newer than what is here are read further (a device reads its own
         // changes back from the hub: those cost a lookup each). What is refused refuses the
         // batch; what is older is dropped unread and changes nothing.
@@ -181,7 +181,7 @@ public enum SyncJournal {
                 try record(db, c.kind, id: c.id, fields: fields.values.filter { $0.field != SyncChange.deletedField }.map { ($0.field, $0.value) })
             }
         }
-        for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids, read: read) }
+        for (kind, ids) in touched { try SyncRecords.apply(db, kind, ids: ids, read: read, folders: folders) }
         return changed
     }
 

@@ -44,6 +44,10 @@ public enum SyncRecords {
     @discardableResult
     static func check(_ c: SyncChange) throws(SyncError) -> PracticeEntry? {
         guard c.field != SyncChange.deletedField else { return nil }
+        if c.kind == .meditation {
+            try SyncMeditations.check(c)
+            return nil
+        }
         switch (c.kind, c.field) {
         case (.preset, "name"):
             guard case .string(let name)? = try? JSON.decode(JSON.self, from: c.value.utf8) else { throw bad(c, "not a text", "kein Text") }
@@ -95,10 +99,11 @@ public enum SyncRecords {
 
     /// Applies the records `ids` of `kind` from the journal (`read`: practice entries already
     /// read from these very changes, by record id and stamp).
-    static func apply(_ db: Database, _ kind: SyncKind, ids: Set<String>, read: [String: PracticeEntry] = [:]) throws {
+    static func apply(_ db: Database, _ kind: SyncKind, ids: Set<String>, read: [String: PracticeEntry] = [:], folders: SyncFolders) throws {
         switch kind {
         case .preset: try applyPresets(db)
         case .practice: try applyPractice(db, ids: ids, read: read)
+        case .meditation: try SyncMeditations.apply(db, ids: ids, folders: folders)
         }
     }
 

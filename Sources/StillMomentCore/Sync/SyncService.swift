@@ -96,6 +96,57 @@ public struct SyncService: Sendable {
         }
     }
 
+    // MARK: meditations' files
+
+    /// Which meditations' files this device fetches: every one, none (rows only), or those
+    /// not larger than a size in bytes.
+    public enum FilePolicy: Sendable, Equatable {
+        case all
+        case none
+        case under(Int64)
+
+        /// The largest file fetched (nil: every one).
+        public var limit: Int64? {
+            switch self {
+            case .all: return nil
+            case .none: return 0
+            case .under(let n): return n
+            }
+        }
+
+        var text: String {
+            switch self {
+            case .all: return "all"
+            case .none: return "none"
+            case .under(let n): return "under:\(n)"
+            }
+        }
+
+        init(text: String?) {
+            switch text {
+            case "none"?: self = .none
+            case let t? where t.hasPrefix("under:"): self = Int64(t.dropFirst(6)).map { .under(max(0, $0)) } ?? .all
+            default: self = .all
+            }
+        }
+    }
+
+    public func filePolicy() throws(SyncError) -> FilePolicy {
+        try read { db in FilePolicy(text: try SyncJournal.state(db, "files")) }
+    }
+
+    public func setFilePolicy(_ policy: FilePolicy) throws(SyncError) {
+        try write { db in try SyncJournal.setState(db, "files", policy == .all ? nil : policy.text) }
+    }
+
+    /// The meditations this device knows of whose file is not here, and whether it fetches each.
+    public func arriving() throws(SyncError) -> [ArrivingMeditation] {
+        let folders = SyncFolders(store)
+        return try read { db in
+            try SyncMeditations.arriving(db, folders: folders, limit: FilePolicy(text: try SyncJournal.state(db, "files")).limit)
+        }
+    }
+
     // MARK: a device's side of a cycle
 
     /// What waits for the hub (at most `batchLimit`).
@@ -165,9 +216,10 @@ public struct SyncService: Sendable {
             wall = max(own, hubTime)
         }
         let checkedAgainst = wall
+        let folders = SyncFolders(store)
         return try write { db in
             try Self.stillPaired(db, hub)
-            let changed = try SyncJournal.merge(db, changes, wall: checkedAgainst)
+            let changed = try SyncJournal.merge(db, changes, wall: checkedAgainst, folders: folders)
             try SyncJournal.setState(db, "cursor", String(next))
             if let hubTime { try SyncJournal.setState(db, "hubOffset", String(hubTime - own)) }
             return changed
@@ -181,7 +233,8 @@ public struct SyncService: Sendable {
     public func receive(_ changes: [SyncChange]) throws(SyncError) -> Int {
         guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one upload", "mehr als \(Self.batchLimit) Änderungen in einem Hochladen")) }
         let wall = SyncJournal.wallMilliseconds()
-        return try write { db in try SyncJournal.merge(db, changes, wall: wall) }
+        let folders = SyncFolders(store)
+        return try write { db in try SyncJournal.merge(db, changes, wall: wall, folders: folders) }
     }
 
     /// The changes written here after `cursor` (at most `batchLimit`), the cursor to ask
