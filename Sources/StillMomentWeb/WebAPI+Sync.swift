@@ -65,7 +65,9 @@ extension WebAPI {
                 return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more, time: SyncJournal.wallMilliseconds())))
             case ("GET", "/api/sync/files"):
                 // The contents this hub waits for (meditations whose rows came before their
-                // files), with what it holds of each: a device that has one sends it.
+                // files), with what it holds of each: a device that has one sends it. Parts
+                // nothing waits for any more (their records deleted meanwhile) are swept first.
+                SyncFiles.sweep(store: store)
                 let wanted = try SyncFiles.wanted(store: store).map { w -> JSON in
                     .object(["hash": .string(w.hash), "size": .number(Double(w.size)), "have": .number(Double(w.have))])
                 }
@@ -108,13 +110,14 @@ extension WebAPI {
         if let range = r.header("range") {
             let spec = range.hasPrefix("bytes=") ? range.dropFirst(6) : ""
             let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, let a = Int64(parts[0]), a >= 0, parts[1].isEmpty || Int64(parts[1]).map({ $0 >= a }) == true else {
+            guard parts.count == 2, let a = Int64(parts[0]), a >= 0, a <= 1 << 50, parts[1].isEmpty || Int64(parts[1]).map({ $0 >= a }) == true else {
                 return .error(416, "bad-range", tr("a range of bytes is bytes=FIRST-[LAST]", "ein Bereich von Bytes ist bytes=ERSTES-[LETZTES]"))
             }
             first = a
             last = Int64(parts[1])
         }
-        let count = Int(min(Int64(SyncFiles.chunkBytes), (last ?? Int64.max - 1) - first + 1))
+        // At most a chunk; `last` may be any number a peer writes (capped before arithmetic).
+        let count = Int(min(Int64(SyncFiles.chunkBytes), min(last ?? first + Int64(SyncFiles.chunkBytes), first + Int64(SyncFiles.chunkBytes)) - first + 1))
         guard let (bytes, size) = try SyncFiles.read(hash, offset: first, count: count, store: store) else {
             return .error(404, "not-here", tr("no file of that content here", "keine Datei dieses Inhalts hier"))
         }

@@ -233,4 +233,93 @@ struct SyncMeditationTests {
         #expect(plan.contains("meditationContentHash"))
         #expect(try store.verify().isEmpty)
     }
+    // MARK: the review's cases, and imported sounds
+
+    @Test("a file whole but cut before it was adopted is finished by an empty append; a record that lies about a real hash's size holds up no one")
+    func finishAndLyingSize() throws {
+        let hub = try SyncReplica(), a = try SyncReplica()
+        let m = try Self.importFile(a, name: "Walk")
+        try a.cycle(with: hub)
+        // All the bytes written, the adoption cut: the part is whole and nothing waits on a byte.
+        let bytes = try #require(try SyncFiles.read(m.contentHash, offset: 0, count: Int(m.size), store: a.store)).bytes
+        let part = hub.store.meditationsFolder + "/.arriving-" + m.contentHash
+        #expect(FileManager.default.createFile(atPath: part, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+        #expect(try SyncFiles.wanted(store: hub.store).map(\.have) == [m.size])
+        #expect(try SyncFiles.append(m.contentHash, offset: m.size, bytes: [], store: hub.store) == .adopted([m.id]))
+        #expect(try hub.store.find("Walk").id == m.id)
+        // A second record of the same hash that declares another size (a lying peer) does not
+        // stop the true one from landing on another replica.
+        let b = try SyncReplica()
+        let stamp = try #require(HybridTimestamp(milliseconds: SyncJournal.wallMilliseconds() - 60_000, counter: 0, node: SyncTests.nodeB))
+        var facts = SyncFileFacts(m)
+        facts.size = m.size + 100
+        let liar = "dddddddd-0000-4000-8000-000000000004"
+        try b.sync.receive([SyncChange(kind: .meditation, id: liar, field: "file", value: JSON(encoding: facts).line, stamp: stamp),
+                            SyncChange(kind: .meditation, id: liar, field: "name", value: JSON.string("AAA").line, stamp: stamp)])
+        try b.cycle(with: hub, device: 2)
+        #expect(try Self.moveFiles(from: hub, to: b) == [m.id])
+        #expect(try b.store.all().map(\.id) == [m.id])
+        #expect(try b.sync.arriving().map(\.id) == [liar], "the liar's record waits for content no one has")
+    }
+
+    @Test("a peer's loudness claim plays at most +24 dB")
+    func loudnessClaim() throws {
+        let hub = try SyncReplica(), a = try SyncReplica()
+        let m = try Self.importFile(a)
+        var facts = SyncFileFacts(m)
+        facts.gain = 99
+        let stamp = try #require(HybridTimestamp(milliseconds: SyncJournal.wallMilliseconds(), counter: 0, node: SyncTests.nodeB))
+        let id = "eeeeeeee-0000-4000-8000-000000000005"
+        try hub.sync.receive([SyncChange(kind: .meditation, id: id, field: "file", value: JSON(encoding: facts).line, stamp: stamp)])
+        try Self.moveFiles(from: a, to: hub)
+        #expect(try hub.store.find(id).loudnessGain == 24)
+    }
+
+    static func importSound(_ r: SyncReplica, _ name: String, file: String = fixture, kind: Sound.Kind = .gong) throws -> CustomSound {
+        try Importer(store: r.store).importSound(file, kind: kind, name: name, catalog: try SoundCatalog.withCustomSounds(store: r.store))
+    }
+
+    @Test("an imported sound reaches every device with its file; two sounds of one id show as id and id-2 everywhere; a bundled id is never taken")
+    func sounds() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        _ = try Self.importSound(a, "My Bell")
+        SyncTests.nextMillisecond()
+        // B imports another content under the same name (the edit-list M4A fixture).
+        _ = try Self.importSound(b, "My Bell", file: LibraryTests.fixture("editlist.m4a"), kind: .ambience)
+        try a.cycle(with: hub)
+        try Self.moveFiles(from: a, to: hub)
+        try b.cycle(with: hub, device: 2)
+        try Self.moveFiles(from: b, to: hub)
+        try a.cycle(with: hub)
+        try Self.moveFiles(from: hub, to: a)
+        try b.cycle(with: hub, device: 2)
+        try Self.moveFiles(from: hub, to: b)
+        func view(_ r: SyncReplica) throws -> [String] {
+            try r.store.customSounds().map { "\($0.id) \($0.kind) \($0.contentHash)" }.sorted()
+        }
+        let shown = try view(hub)
+        #expect(shown.count == 2 && shown[0].hasPrefix("my-bell gong") && shown[1].hasPrefix("my-bell-2 ambience"), "\(shown)")
+        #expect(try view(a) == shown && view(b) == shown)
+        for r in [hub, a, b] {
+            #expect(try r.store.verify().isEmpty)
+            let catalog = try SoundCatalog.withCustomSounds(store: r.store)
+            #expect(try catalog.gong("my-bell").id == "my-bell")
+        }
+        // A peer's sound named like a bundled one is shown under another id.
+        let stamp = try #require(HybridTimestamp(milliseconds: SyncJournal.wallMilliseconds(), counter: 0, node: SyncTests.nodeB))
+        let bell = try a.store.customSounds().first { $0.id == "my-bell" }
+        let facts = SyncSoundFacts(id: "temple-bell", kind: "gong", name: "Temple Bell", hash: try #require(bell).contentHash,
+                                   size: try #require(bell).size, ext: "mp3", frames: nil, added: 0)
+        try a.sync.receive([SyncChange(kind: .sound, id: "ffffffff-0000-4000-8000-000000000006", field: "sound",
+                                       value: JSON(encoding: facts).line, stamp: stamp)])
+        #expect(try a.store.customSounds().map(\.id).sorted() == ["my-bell", "my-bell-2", "temple-bell-2"])
+        // Hostile sounds: an id with a path, a size that lies about its length, a kind of ours not.
+        for bad in [SyncSoundFacts(id: "../x", kind: "gong", name: "x", hash: facts.hash, size: 10, ext: "mp3", frames: nil, added: 0),
+                    SyncSoundFacts(id: "x", kind: "bomb", name: "x", hash: facts.hash, size: 10, ext: "mp3", frames: nil, added: 0),
+                    SyncSoundFacts(id: "x", kind: "gong", name: "x", hash: facts.hash, size: 10, ext: "mp3", frames: 1_000_000, added: 0),
+                    SyncSoundFacts(id: "x", kind: "gong", name: "x", hash: facts.hash, size: 1 << 40, ext: "mp3", frames: nil, added: 0)] {
+            let c = SyncChange(kind: .sound, id: "ffffffff-0000-4000-8000-000000000007", field: "sound", value: JSON(encoding: bad).line, stamp: stamp)
+            #expect(throws: SyncError.self) { try a.sync.receive([c]) }
+        }
+    }
 }

@@ -55,6 +55,7 @@ extension LibraryStore {
         CatalogMigration("v15-sync", SyncJournal.createTables),
         CatalogMigration("v16-sync-peers", SyncJournal.createPeers),
         CatalogMigration("v17-sync-meditations", SyncMeditations.migrate),
+        CatalogMigration("v18-sync-sounds", SyncSounds.seed),
     ]
 
     /// Core's migrations, then `extensions`.

@@ -303,6 +303,20 @@ extension LibraryStore {
             try Int.fetchOne(db, sql: "SELECT count(*) FROM meditation WHERE storedFile = ? OR id = ?", arguments: [name, id]) ?? 0
         }
         guard already == 0 else { return nil }
+        // A file sync knows: the record deleted (here or on another device) is not brought
+        // back; a live one comes back as the journal has it, when the content is its own.
+        let synced = try read { db -> (deleted: Bool, row: Meditation?)? in
+            guard let fields = try SyncJournal.records(db, .meditation, ids: [id])[id] else { return nil }
+            return (SyncJournal.isDeleted(fields), SyncMeditations.row(id, fields))
+        }
+        if let synced, synced.deleted {
+            return try moveToLostAndFound(path, why: tr("its meditation was deleted", "ihre Meditation wurde gelöscht"))
+        }
+        if let row = synced?.row, row.storedFile == name, row.size == Int64(st.st_size), (try? ContentHash.of(file: path)) == row.contentHash {
+            try write { db in try row.insert(db) }
+            let shown = (row.teacher.isEmpty ? "" : row.teacher + " – ") + row.name
+            return tr("adopted \(name) back into the library as \(shown)", "\(name) wieder in die Bibliothek aufgenommen als \(shown)")
+        }
         let analysis: AudioAnalysis
         var tags: (title: String?, artist: String?, album: String?) = (nil, nil, nil)
         let hash: String

@@ -248,6 +248,7 @@ public struct Importer: Sendable {
                 if let length, LibraryStore.plausible(length, size: sound.size) {
                     try LibraryStore.saveSoundLength(length, of: sound, db)
                 }
+                try SyncSounds.record(db, sound, frames: length.flatMap { LibraryStore.plausible($0, size: sound.size) ? $0 : nil })
                 guard rename(copy.path, finalPath) == 0 else {
                     throw CoreError.io(path: finalPath, reason: .systemError)
                 }

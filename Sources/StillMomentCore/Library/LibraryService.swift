@@ -85,10 +85,19 @@ public struct LibraryService: Sendable {
     /// Applies an edit, checked whole before anything is stored; the meditation as stored.
     @discardableResult
     public func edit(_ key: String, _ edit: MeditationEdit) throws(CoreError) -> Meditation {
-        let before = try store.find(key)
-        let m = try Self.applied(edit, to: before, catalog: try SoundCatalog.withCustomSounds(store: store))
-        try store.update(m, before: before)
-        return m
+        let found = try store.find(key)
+        let catalog = try SoundCatalog.withCustomSounds(store: store)
+        // Applied to the row as it is in the transaction that stores it (a sync may have
+        // changed another field since `find`): only what this edit changes is written.
+        return try store.write { db in
+            guard let before = try Meditation.fetchOne(db, key: found.id) else {
+                throw CoreError.notFound(key: Display.clean(key), hint: .same(""))
+            }
+            let m = try Self.applied(edit, to: before, catalog: catalog)
+            try m.update(db)
+            try SyncMeditations.record(db, m, before: before)
+            return m
+        }
     }
 
     /// The meditation with the edit applied, or why it cannot be: the one place these rules live.

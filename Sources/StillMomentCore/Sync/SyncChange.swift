@@ -12,6 +12,7 @@ public enum SyncKind: String, Sendable, CaseIterable, Codable {
     case preset
     case practice
     case meditation
+    case sound
 
     /// The fields a record of this kind has (besides `deleted`).
     public var fields: Set<String> {
@@ -19,6 +20,7 @@ public enum SyncKind: String, Sendable, CaseIterable, Codable {
         case .preset: return ["name", "request", "created"]
         case .practice: return ["entry"]
         case .meditation: return Set(["file"] + SyncMeditations.editFields)
+        case .sound: return ["sound"]
         }
     }
 }

@@ -35,22 +35,39 @@ public enum SyncFiles {
         case unwanted
     }
 
-    /// The arriving meditations of `hash` and the size they declare (nil: none waits).
-    static func wanted(_ hash: String, _ store: LibraryStore) throws(SyncError) -> (size: Int64, ids: [String])? {
-        let folders = SyncFolders(store)
-        let list: [ArrivingMeditation]
-        do { list = try store.read { db in try SyncMeditations.arriving(db, folders: folders, limit: nil) } } catch { throw .store(error) }
-        let ids = list.filter { $0.hash == hash }
-        guard let first = ids.first else { return nil }
-        return (first.size, ids.map(\.id))
+    /// A content this node waits for: a meditation's or a sound's whose file is not here.
+    struct Waiting: Sendable {
+        var hash: String
+        var size: Int64
+        /// Whether `sync files` lets this device fetch it.
+        var fetched: Bool
     }
 
-    /// Appends `bytes` at `offset` of the file of content `hash`; when that makes it whole,
-    /// verifies and adopts it. An offset other than what is here already is refused with
-    /// what is here (the sender goes on from there).
+    /// What this node waits for (`limit`: as `sync files` says; nil: everything).
+    static func waiting(_ db: Database, folders: SyncFolders, limit: Int64?) throws -> [Waiting] {
+        let meditations = try SyncMeditations.arriving(db, folders: folders, limit: limit).map { Waiting(hash: $0.hash, size: $0.size, fetched: $0.fetched) }
+        let sounds = try SyncSounds.arriving(db).map { s in Waiting(hash: s.hash, size: s.size, fetched: limit.map { s.size <= $0 } ?? true) }
+        return meditations + sounds
+    }
+
+    /// The sizes the records waiting for `hash` declare (empty: none waits). Two records may
+    /// declare two sizes for one hash (a peer that lies about one): the bytes are checked at
+    /// each, and the file is adopted for the records whose size it has.
+    static func declaredSizes(_ hash: String, _ store: LibraryStore) throws(SyncError) -> Set<Int64> {
+        let folders = SyncFolders(store)
+        do {
+            return try store.read { db in Set(try waiting(db, folders: folders, limit: nil).filter { $0.hash == hash }.map(\.size)) }
+        } catch { throw .store(error) }
+    }
+
+    /// Appends `bytes` at `offset` of the file of content `hash`; when that makes it as long
+    /// as a record declares, verifies it and adopts it. An offset other than what is here
+    /// already is answered with what is here (the sender goes on from there). No bytes at the
+    /// whole length finish a file whose last append was cut before it was adopted.
     public static func append(_ hash: String, offset: Int64, bytes: [UInt8], store: LibraryStore) throws(SyncError) -> Outcome {
         guard SyncFileFacts.isHash(hash) else { throw .refused(both("not a content hash", "keine Inhaltsprüfsumme")) }
-        guard let wanted = try wanted(hash, store) else { return .unwanted }
+        let sizes = try declaredSizes(hash, store)
+        guard let declared = sizes.max() else { return .unwanted }
         let folders = SyncFolders(store)
         let path = partPath(hash, folders: folders)
         // Made by the first bytes only (a wrong offset leaves nothing behind).
@@ -66,15 +83,16 @@ public enum SyncFiles {
         }
         let have = Int64(st.st_size)
         guard offset == have else { return .more(have) }
-        guard have + Int64(bytes.count) <= wanted.size else {
+        guard have + Int64(bytes.count) <= declared else {
             // More than the record declares: the sender lies about the content.
             unlink(path)
-            throw .refused(both("more bytes than the meditation's file has (\(wanted.size)): thrown away",
-                                "mehr Bytes, als die Datei der Meditation hat (\(wanted.size)): verworfen"))
+            throw .refused(both("more bytes than the file has (\(declared)): thrown away",
+                                "mehr Bytes, als die Datei hat (\(declared)): verworfen"))
         }
         if !bytes.isEmpty {
-            if store.freeBytes() < Int64(bytes.count) + (16 << 20) {
-                throw .store(.noSpace(path: path, home: store.home, needed: wanted.size - have, free: store.freeBytes()))
+            // Room for the rest of the file and the store's reserve, before the first byte.
+            if store.freeBytes() < (declared - have) + (64 << 20) {
+                throw .store(.noSpace(path: path, home: store.home, needed: declared - have, free: store.freeBytes()))
             }
             var done = 0
             while done < bytes.count {
@@ -87,27 +105,29 @@ public enum SyncFiles {
             }
         }
         let now = have + Int64(bytes.count)
-        guard now == wanted.size else { return .more(now) }
+        guard sizes.contains(now) else { return .more(now) }
         guard fsync(fd) == 0 else { throw .store(.io(path: path, reason: .systemError)) }
         let hash2: String
         do { hash2 = try ContentHash.of(file: path) } catch { throw .store(error) }
         guard hash2 == hash else {
+            // Not it at this length: more may come for a longer record, else it is thrown away.
+            if now < declared { return .more(now) }
             unlink(path)
             throw .refused(both("the file's content is not what its meditation names (hash \(hash2), not \(hash)): thrown away",
                                 "der Inhalt der Datei ist nicht der, den ihre Meditation nennt (Prüfsumme \(hash2), nicht \(hash)): verworfen"))
         }
-        return .adopted(try adopt(hash, path: path, store: store))
+        return .adopted(try adopt(hash, size: now, path: path, store: store))
     }
 
     /// Links the whole, verified file to every meditation of its content that is still
     /// arriving and catalogs them, in one transaction; the part file goes.
-    private static func adopt(_ hash: String, path: String, store: LibraryStore) throws(SyncError) -> [String] {
+    private static func adopt(_ hash: String, size: Int64, path: String, store: LibraryStore) throws(SyncError) -> [String] {
         let folders = SyncFolders(store)
         let adopted: [String]
         do {
             adopted = try store.write { db in
                 var ids: [String] = []
-                for a in try SyncMeditations.arriving(db, folders: folders, limit: nil) where a.hash == hash {
+                for a in try SyncMeditations.arriving(db, folders: folders, limit: nil) where a.hash == hash && a.size == size {
                     guard let fields = try SyncJournal.records(db, .meditation, ids: [a.id])[a.id],
                           let m = SyncMeditations.row(a.id, fields) else { continue }
                     let target = folders.meditations + "/" + m.storedFile
@@ -115,7 +135,13 @@ public enum SyncFiles {
                     try m.insert(db)
                     ids.append(a.id)
                 }
+                // Sounds of this content (their ids listed by record).
+                let before = Set(try SyncSounds.arriving(db).filter { $0.hash == hash && $0.size == size }.map(\.record))
+                try SyncSounds.apply(db, folders: folders, extra: [hash: (path, size)])
+                let still = Set(try SyncSounds.arriving(db).map(\.record))
+                ids += before.subtracting(still).sorted()
                 Importer.syncFolder(folders.meditations)
+                Importer.syncFolder(folders.sounds)
                 return ids
             }
         } catch {
@@ -129,15 +155,20 @@ public enum SyncFiles {
     /// copy of a meditation that has it (nil: not here).
     public static func read(_ hash: String, offset: Int64, count: Int, store: LibraryStore) throws(SyncError) -> (bytes: [UInt8], size: Int64)? {
         guard SyncFileFacts.isHash(hash), offset >= 0, count >= 0 else { return nil }
-        let rows: [Meditation]
-        do { rows = try store.all().filter { $0.contentHash == hash } } catch { throw .store(error) }
-        for m in rows {
-            let fd = open(store.path(of: m), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // Every stored copy of that content: a meditation's, or an imported sound's.
+        let copies: [(path: String, size: Int64)]
+        do {
+            let rows = try store.catalogRows()
+            copies = rows.meditations.filter { $0.contentHash == hash }.map { (store.path(of: $0), $0.size) }
+                + rows.sounds.filter { $0.contentHash == hash }.map { (store.soundsFolder + "/" + $0.storedFile, $0.size) }
+        } catch { throw .store(error) }
+        for (path, size) in copies {
+            let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else { continue }
             defer { close(fd) }
             var st = stat()
-            guard fstat(fd, &st) == 0, Int64(st.st_size) == m.size else { continue }
-            let n = Int(max(0, min(Int64(min(count, chunkBytes)), m.size - offset)))
+            guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, Int64(st.st_size) == size else { continue }
+            let n = Int(max(0, min(Int64(min(count, chunkBytes)), size - offset)))
             var bytes = [UInt8](repeating: 0, count: n)
             var done = 0
             while done < n {
@@ -147,31 +178,31 @@ public enum SyncFiles {
                 done += r
             }
             guard done == n else { continue }
-            return (bytes, m.size)
+            return (bytes, size)
         }
         return nil
     }
 
-    /// The contents this node wants (meditations arriving that `limit` lets it fetch), with
-    /// what it holds of each.
+    /// The contents this node wants (meditations and sounds arriving that `limit` lets it
+    /// fetch), with what it holds of each.
     public static func wanted(store: LibraryStore, limit: Int64? = nil) throws(SyncError) -> [(hash: String, size: Int64, have: Int64)] {
         let folders = SyncFolders(store)
-        let list: [ArrivingMeditation]
-        do { list = try store.read { db in try SyncMeditations.arriving(db, folders: folders, limit: limit) } } catch { throw .store(error) }
+        let list: [Waiting]
+        do { list = try store.read { db in try waiting(db, folders: folders, limit: limit) } } catch { throw .store(error) }
         var seen = Set<String>()
         var out: [(hash: String, size: Int64, have: Int64)] = []
-        for a in list where a.fetched && seen.insert(a.hash).inserted { out.append((a.hash, a.size, a.have)) }
+        for a in list where a.fetched && seen.insert(a.hash).inserted { out.append((a.hash, a.size, partSize(a.hash, folders: folders))) }
         return out
     }
 
     /// Removes part files nothing waits for any more (their meditations deleted or here).
     public static func sweep(store: LibraryStore) {
         let folders = SyncFolders(store)
-        guard let list = try? store.read({ db in try SyncMeditations.arriving(db, folders: folders, limit: nil) }) else { return }
-        let waiting = Set(list.map(\.hash))
+        guard let list = try? store.read({ db in try waiting(db, folders: folders, limit: nil) }) else { return }
+        let awaited = Set(list.map(\.hash))
         for name in LibraryStore.list(folders.meditations) where name.hasPrefix(".arriving-") {
             let hash = String(name.dropFirst(".arriving-".count))
-            if !waiting.contains(hash) { LibraryStore.removeIfUnlocked(folders.meditations + "/" + name) }
+            if !awaited.contains(hash) { LibraryStore.removeIfUnlocked(folders.meditations + "/" + name) }
         }
     }
 }

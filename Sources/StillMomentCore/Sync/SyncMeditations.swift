@@ -10,6 +10,7 @@
 import FoundationEssentials
 import Glibc
 import GRDB
+import Synchronization
 
 /// What a meditation's content is, as its `file` field carries it.
 public struct SyncFileFacts: Sendable, Equatable, Codable {
@@ -189,6 +190,9 @@ public enum SyncMeditations {
         func json(_ f: String) -> JSON? { fields[f].flatMap { try? JSON.decode(JSON.self, from: $0.value.utf8) } }
         func ms(_ f: String) -> Int64? { json(f)?.number.map { Int64($0) } }
         var m = facts.meditation(id: id, name: json("name")?.string ?? facts.original)
+        // A peer's loudness claim is not measured here: at most +24 dB of gain (a quiet
+        // talk's usual need), never the noise floor at full scale.
+        m.loudnessGain = min(m.loudnessGain, 24)
         m.teacher = json("teacher")?.string ?? ""
         m.album = json("album")?.string
         m.startGong = json("startGong")?.string
@@ -228,7 +232,8 @@ public enum SyncMeditations {
                 continue
             }
             // Its content under another meditation here: the same file, linked.
-            if let twin = try Meditation.fetchOne(db, sql: "SELECT * FROM meditation WHERE contentHash = ? LIMIT 1", arguments: [wanted.contentHash]),
+            if let twin = try Meditation.fetchOne(db, sql: "SELECT * FROM meditation WHERE contentHash = ? AND size = ? LIMIT 1",
+                                                  arguments: [wanted.contentHash, wanted.size]),
                twin.damage == nil {
                 let target = folders.meditations + "/" + wanted.storedFile
                 if link(folders.meditations + "/" + twin.storedFile, target) == 0 || errno == EEXIST {
@@ -245,20 +250,23 @@ public enum SyncMeditations {
         let shared = try Int.fetchOne(db, sql: "SELECT count(*) FROM meditation WHERE contentHash = ? AND id <> ?", arguments: [m.contentHash, m.id]) ?? 0
         try db.execute(sql: "DELETE FROM meditation WHERE id = ?", arguments: [m.id])
         let path = folders.meditations + "/" + m.storedFile
-        if shared > 0 {
-            unlink(path)
-            return
-        }
-        try? Paths.makeFolder(folders.lostAndFound)
         let base = "\(Importer.slug(m.name).prefix(80))-\(m.id.prefix(8)).\(m.storedFile.hasSuffix(".m4a") ? "m4a" : "mp3")"
-        var target = folders.lostAndFound + "/" + base
-        var n = 1
-        while link(path, target) != 0 {
-            guard errno == EEXIST, n < 1000 else { return }   // the row is gone; the file stays where it is (verify adopts it back)
-            n += 1
-            target = folders.lostAndFound + "/\(n)-" + base
+        let lostAndFound = folders.lostAndFound
+        folders.afterCommit.add {
+            if shared > 0 {
+                unlink(path)
+                return
+            }
+            try? Paths.makeFolder(lostAndFound)
+            var target = lostAndFound + "/" + base
+            var n = 1
+            while link(path, target) != 0 {
+                guard errno == EEXIST, n < 1000 else { return }   // the row is gone; the file stays (verify adopts it back)
+                n += 1
+                target = lostAndFound + "/\(n)-" + base
+            }
+            unlink(path)
         }
-        unlink(path)
     }
 
     /// The meditations this device knows of whose file is not here (`limit`: fetched only
@@ -279,9 +287,25 @@ public enum SyncMeditations {
 /// Where a store keeps meditations and what it lost (sync applies without the store object).
 public struct SyncFolders: Sendable {
     public var meditations: String
+    public var sounds: String
     public var lostAndFound: String
+    /// Files to move once the transaction that took their rows away has committed (a
+    /// transaction that rolls back leaves its rows and their files as they were).
+    let afterCommit = AfterCommit()
     public init(_ store: LibraryStore) {
         meditations = store.meditationsFolder
+        sounds = store.soundsFolder
         lostAndFound = store.lostAndFound
+    }
+}
+
+/// Work a transaction leaves for after its commit.
+final class AfterCommit: Sendable {
+    private let work = Mutex<[@Sendable () -> Void]>([])
+    func add(_ body: @escaping @Sendable () -> Void) { work.withLock { $0.append(body) } }
+    /// Runs what was left, once.
+    func run() {
+        let list = work.withLock { list in defer { list = [] }; return list }
+        list.forEach { $0() }
     }
 }

@@ -217,13 +217,15 @@ public struct SyncService: Sendable {
         }
         let checkedAgainst = wall
         let folders = SyncFolders(store)
-        return try write { db in
+        let changed = try write { db in
             try Self.stillPaired(db, hub)
             let changed = try SyncJournal.merge(db, changes, wall: checkedAgainst, folders: folders)
             try SyncJournal.setState(db, "cursor", String(next))
             if let hubTime { try SyncJournal.setState(db, "hubOffset", String(hubTime - own)) }
             return changed
         }
+        folders.afterCommit.run()
+        return changed
     }
 
     // MARK: the hub's side
@@ -234,7 +236,9 @@ public struct SyncService: Sendable {
         guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one upload", "mehr als \(Self.batchLimit) Änderungen in einem Hochladen")) }
         let wall = SyncJournal.wallMilliseconds()
         let folders = SyncFolders(store)
-        return try write { db in try SyncJournal.merge(db, changes, wall: wall, folders: folders) }
+        let changed = try write { db in try SyncJournal.merge(db, changes, wall: wall, folders: folders) }
+        folders.afterCommit.run()
+        return changed
     }
 
     /// The changes written here after `cursor` (at most `batchLimit`), the cursor to ask
