@@ -303,6 +303,8 @@ public final class Daemon {
         if indexer.takeEnded() || mqtt.takeAnnounced() { codeReleased = false }
         if playing != nil && host.activeSession == nil { sync.soon(t) }
         sync.tick(t)
+        // Entries a cycle brought (another device's schedule) ring without a restart.
+        if sync.takeChanged() { _ = host.reschedule() }
         if let id = host.activeSession {
             if playing?.id != id { playing = (id, t, false) }
             if let p = playing, !p.released, t - p.since >= 3 {

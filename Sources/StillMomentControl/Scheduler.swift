@@ -118,7 +118,8 @@ final class Scheduler {
         do {
             // Switched off: nothing is due, nothing is next (on again, from that moment).
             isOff = try schedules.offSince() != nil
-            entries = isOff ? [] : try schedules.all()
+            // Entries for other sync devices only are listed here, never run here.
+            entries = isOff ? [] : try schedules.all().filter { !$0.elsewhere }
             quiet = try schedules.quietDays()
         } catch {
             log.error("cannot read the schedule: \(error.description)")

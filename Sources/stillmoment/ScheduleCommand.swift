@@ -37,6 +37,8 @@ struct ScheduleCommand: ParsableCommand {
         @Option(help: "A bell for several rooms: hall,garden or all (every node of the site keeps it and rings it at its time).")
         var rooms: String?
         @Option(help: "A name for the entry.") var name: String?
+        @Option(help: "The sync devices it runs on, by their names (pi-hall,pi-bedroom), or all (the default).")
+        var devices: String?
         @Flag(help: "Keep the entry but do not ring it (as `schedule disable`).") var disabled = false
 
         /// The entry as typed: its preset and meditation by name, to be bound (`ScheduleStore.bind`).
@@ -78,7 +80,12 @@ struct ScheduleCommand: ParsableCommand {
                 action = .timer(preset: preset.map(LibraryRef.named), request: try TimerRequest(text: text))
             }
             let entry = NewScheduleEntry(when: when, action: action, name: try name.map(ScheduleStore.checkName), enabled: !disabled,
-                                         rooms: try rooms.map { r throws(CoreError) in try RoomChoice(parsing: r) })
+                                         rooms: try rooms.map { r throws(CoreError) in try RoomChoice(parsing: r) },
+                                         devices: try devices.flatMap { d throws(CoreError) in try NewScheduleEntry.devices(parsing: d) })
+            if entry.rooms != nil && entry.devices != nil {
+                throw CoreError.badRequest(both("--rooms and --devices do not go together (a bell for rooms rings on every node of the site)",
+                                              "--rooms und --devices gehen nicht zusammen (eine Glocke für Räume läutet auf jedem Knoten des Orts)"))
+            }
             try entry.checkRooms()
             return entry
         }
@@ -160,6 +167,7 @@ struct ScheduleCommand: ParsableCommand {
                 let next = i.next.flatMap { LocalTime(iso8601: $0) }.map { PracticeText.when($0) } ?? (i.enabled ? "-" : tr("off", "aus"))
                 Console.out("\(String(i.id).padded(to: 4)) \(next.padded(to: 17)) \(i.when)  \(i.action)\(i.name.map { "  (\($0))" } ?? "")"
                             + (i.rooms.map { tr("  [rooms \($0)", "  [Räume \($0)") + (i.from.map { tr(", from \($0)]", ", von \($0)]") } ?? "]") } ?? "")
+                            + (i.devices.map { d in (i.elsewhere == true ? tr("  [on \(d) only, not here]", "  [nur auf \(d), nicht hier]") : tr("  [on \(d)]", "  [auf \(d)]")) } ?? "")
                             + (i.lastOutcome.map { tr("  [last: \($0)]", "  [zuletzt: \($0)]") } ?? "")
                             + (i.broken.map { tr("  [broken: \($0)]", "  [kaputt: \($0)]") } ?? ""))
             }

@@ -22,7 +22,7 @@ struct SyncCommand: ParsableCommand {
             A meditation's row comes first and its file after it (`sync files` says which \
             files this device fetches).
             """,
-        subcommands: [Pair.self, Now.self, Status.self, Files.self, Off.self, Devices.self, Forget.self],
+        subcommands: [Pair.self, Now.self, Status.self, Files.self, Name.self, Off.self, Devices.self, Forget.self],
         defaultSubcommand: Status.self
     )
 
@@ -66,6 +66,8 @@ struct SyncCommand: ParsableCommand {
             let store = try openStore()
             do throws(SyncError) {
                 let report = try SyncPeer(store: store).cycle()
+                // A running daemon reads the schedule again (entries from other devices ring).
+                if report.changed > 0 { ScheduleCommand.notifyDaemon(start: false) }
                 if json { Console.out(jsonText(report)); return }
                 Console.out(tr("synced with \(report.hub): \(report.uploaded) change(s) sent, \(report.downloaded) received, \(report.changed) applied here",
                                "abgeglichen mit \(report.hub): \(report.uploaded) Änderung(en) gesendet, \(report.downloaded) empfangen, \(report.changed) hier übernommen"))
@@ -88,7 +90,7 @@ struct SyncCommand: ParsableCommand {
             do throws(SyncError) {
                 let s = try SyncService(store: store).status()
                 if json { Console.out(jsonText(s)); return }
-                Console.out(tr("node      ", "Knoten    ") + s.node)
+                Console.out(tr("node      ", "Knoten    ") + s.node + " (" + (try SyncService(store: store).deviceName()) + ")")
                 Console.out(tr("hub       ", "Hub       ") + (s.hub ?? tr("none (this node can be one: `stillmoment web`)", "keiner (dieser Knoten kann einer sein: `stillmoment web`)")))
                 Console.out(tr("records   ", "Sätze     ") + String(s.records))
                 Console.out(tr("waiting   ", "wartend   ") + String(s.pending))
@@ -165,6 +167,22 @@ struct SyncCommand: ParsableCommand {
                                           : tr("on the hub only (\(Self.megabytes(a.size)))", "nur auf dem Hub (\(Self.megabytes(a.size)))")
                     Console.out("\(a.id.prefix(8))  \(Display.clean(a.name))  \(state)")
                 }
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+    }
+
+    struct Name: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "name", abstract: "This node's name among its sync devices (schedule entries' --devices name it); with NAME, sets it.")
+        @Argument(help: "The new name (1 to 64 characters).") var name: String?
+        func run() throws {
+            let store = try openStore()
+            let service = SyncService(store: store)
+            do throws(SyncError) {
+                if let name { try service.setDeviceName(name) }
+                Console.out(try service.deviceName())
             } catch {
                 throw SyncCommand.fail(error)
             }

@@ -154,7 +154,10 @@ struct RoomTimetableTests {
         // Made here (with rooms): a message claiming its id from elsewhere changes nothing.
         let own = try table.add(when: try ScheduleWhen(parsing: "daily 07:00"), action: .bell(sound: "temple-bell", strikes: 1, volume: 1),
                                 name: nil, now: now)
-        #expect(own.uuid == nil && own.rooms == nil)
+        // Every entry has its UUID (sync keeps it the same on every device); a rooms message
+        // claiming an entry made here for this node changes nothing either.
+        #expect(own.uuid != nil && own.rooms == nil)
+        #expect(try !table.keepCopy(try entry(try #require(own.uuid), from: "intruder"), now: now))
         try table.add([NewScheduleEntry(when: try ScheduleWhen(parsing: "daily 08:00"), action: .bell(sound: "temple-bell", strikes: 1, volume: 1),
                                         name: nil, rooms: .all)], replacing: false, now: now)
         let mine = try #require(try table.all().first { $0.rooms == .all })

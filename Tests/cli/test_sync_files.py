@@ -279,3 +279,27 @@ def test_an_imported_sound_and_a_preset_using_it_play_on_the_other_device(trio, 
     r = b.run("timer", "--preset", "Belled", "--device", "null")
     assert r.rc == 0, r
     assert b.run("library", "verify").rc == 0
+
+
+def test_a_schedule_entry_for_one_device_is_listed_on_all_and_rings_on_that_one(trio):
+    hub, a, b = trio()      # paired as pi-bedroom (A) and pi-hall (B)
+    r = a.run("schedule", "add", "daily 07:00", "--bell", "temple-bell", "--devices", "pi-hall", "--name", "Hall bell")
+    assert r.rc == 0, r
+    r = a.run("schedule", "add", "daily 21:00", "--bell", "temple-bell", "--devices", "pi-hall", "--rooms", "all")
+    assert r.rc != 0 and len(r.err.strip().splitlines()) == 1 and "--devices" in r.err, r
+    a.sync()
+    b.sync()
+    on_a = json.loads(a.run("schedule", "list", "--json").out)["entries"]
+    on_b = json.loads(b.run("schedule", "list", "--json").out)["entries"]
+    assert [(e["name"], e["devices"], e.get("elsewhere"), e.get("next") is None) for e in on_a] == [("Hall bell", "pi-hall", True, True)], on_a
+    assert [(e["name"], e["devices"], e.get("elsewhere"), e.get("next") is None) for e in on_b] == [("Hall bell", "pi-hall", None, False)], on_b
+    assert "not here" in a.run("schedule", "list").out
+    # Switched off on B, removed on A: both travel.
+    assert b.run("schedule", "disable", str(on_b[0]["id"])).rc == 0
+    b.sync()
+    a.sync()
+    assert json.loads(a.run("schedule", "list", "--json").out)["entries"][0]["enabled"] is False
+    assert a.run("schedule", "remove", str(on_a[0]["id"])).rc == 0
+    a.sync()
+    b.sync()
+    assert json.loads(b.run("schedule", "list", "--json").out)["entries"] == []

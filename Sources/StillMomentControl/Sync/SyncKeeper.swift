@@ -18,6 +18,8 @@ final class SyncKeeper: Sendable {
         var nextLook = 0.0
         var lastCycle = -1e9
         var lastError: String?
+        /// A cycle changed something here (the schedule is read again on the loop's thread).
+        var changed = false
         /// Cycles in a row that found another holding the lock.
         var busy = 0
     }
@@ -66,12 +68,23 @@ final class SyncKeeper: Sendable {
         }
     }
 
+    /// Whether a cycle changed something here since the last ask (once).
+    func takeChanged() -> Bool {
+        state.withLock { s in
+            defer { s.changed = false }
+            return s.changed
+        }
+    }
+
     private func cycle() {
         let started = MonotonicClock.seconds()
         var failure: String?
         do throws(SyncError) {
             let report = try SyncPeer(store: store).cycle(stop: { [self] in state.withLock { $0.halted } })
-            state.withLock { $0.busy = 0 }
+            state.withLock {
+                $0.busy = 0
+                if report.changed > 0 { $0.changed = true }
+            }
             if report.uploaded + report.changed > 0 {
                 log.info("sync: \(report.uploaded) change(s) sent to \(report.hub), \(report.downloaded) received, \(report.changed) applied")
             }

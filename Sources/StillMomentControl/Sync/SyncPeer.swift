@@ -43,6 +43,7 @@ public struct SyncPeer: Sendable {
         }
         let paired = SyncService.Hub(url: url.hasSuffix("/") ? String(url.dropLast()) : url, token: token, node: hub)
         try service.setHub(paired)
+        try service.setDeviceName(name)
         return paired
     }
 

@@ -56,6 +56,7 @@ extension LibraryStore {
         CatalogMigration("v16-sync-peers", SyncJournal.createPeers),
         CatalogMigration("v17-sync-meditations", SyncMeditations.migrate),
         CatalogMigration("v18-sync-sounds", SyncSounds.seed),
+        CatalogMigration("v19-sync-schedule", SyncSchedule.migrate),
     ]
 
     /// Core's migrations, then `extensions`.

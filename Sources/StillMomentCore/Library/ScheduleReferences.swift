@@ -108,6 +108,13 @@ extension ScheduleStore {
     /// Sets each reference's name to its record's name now, and the entry's problem when a
     /// record is gone. One read of the names, whatever the number of entries.
     static func resolve(_ entries: [ScheduleEntry], _ db: Database) throws -> [ScheduleEntry] {
+        // An entry for other sync devices only is listed here and never rings here.
+        let me = try SyncJournal.deviceName(db).lowercased()
+        let entries = entries.map { e in
+            var e = e
+            e.elsewhere = e.devices.map { !$0.contains { $0.lowercased() == me } } ?? false
+            return e
+        }
         guard entries.contains(where: { !$0.action.references.isEmpty }) else { return entries }
         var presets: [String: String] = [:], meditations: [String: String] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT id, name FROM preset WHERE id IS NOT NULL") {

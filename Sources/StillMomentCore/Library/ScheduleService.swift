@@ -24,6 +24,9 @@ public struct ScheduleListing: Sendable, Equatable, Codable {
     /// when another node made it.
     public var rooms: String?
     public var from: String?
+    /// The sync devices it runs on (nil: all), and whether that is not this one.
+    public var devices: String?
+    public var elsewhere: Bool?
 }
 
 public struct ScheduleService: Sendable {
@@ -108,12 +111,13 @@ public struct ScheduleService: Sendable {
         let quiet = try table.quietDays()
         let off = try table.offSince() != nil
         let entries = try table.all().map { e -> ScheduleListing in
-            let next = e.enabled && !off ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
+            let next = e.enabled && !off && !e.elsewhere ? e.when.next(after: max(now, e.lastHandled), zone: zone, seed: e.seed, quiet: quiet) : nil
             let last = (try? table.events(entry: e.id, limit: 1))?.first
             return ScheduleListing(id: e.id, name: e.name, when: e.when.description, action: e.action.description, enabled: e.enabled,
                                    next: next.map { zone.localTime($0).iso8601 }, last: last.map { zone.localTime($0.at).iso8601 },
                                    lastOutcome: last.map { $0.outcome.rawValue + ($0.detail.map { ": \($0)" } ?? "") },
-                                   broken: e.problem?.text(), rooms: e.rooms?.description, from: e.origin)
+                                   broken: e.problem?.text(), rooms: e.rooms?.description, from: e.origin,
+                                   devices: e.devices?.joined(separator: ","), elsewhere: e.elsewhere ? true : nil)
         }
         return (entries, quiet.sorted())
     }
@@ -123,7 +127,7 @@ public struct ScheduleService: Sendable {
         let quiet = try table.quietDays()
         var items: [(at: Int64, entry: ScheduleEntry)] = []
         guard try table.offSince() == nil else { return [] }
-        for e in try table.all() where e.enabled && e.problem == nil {
+        for e in try table.all() where e.enabled && e.problem == nil && !e.elsewhere {
             for t in e.when.occurrences(after: max(start - 1, e.lastHandled), until: end, zone: zone, seed: e.seed, quiet: quiet, limit: count) {
                 items.append((t, e))
             }

@@ -83,6 +83,10 @@ public struct ScheduleEntry: Sendable, Equatable {
     public var rooms: RoomChoice? = nil
     public var uuid: String? = nil
     public var origin: String? = nil
+    /// The sync devices it runs on, by name (nil: every device that has it).
+    public var devices: [String]? = nil
+    /// Whether it runs on other devices only (it is listed here, and never rings here).
+    public var elsewhere = false
 
     /// The entry as a line of the timetable file (`schedule export`, read back by `import`
     /// to the same entry). A device is not written: a timetable file never chooses one.
@@ -93,7 +97,7 @@ public struct ScheduleEntry: Sendable, Equatable {
             action = .timer(preset: preset, request: request)
         }
         return "\(when) \(action)" + (rooms.map { " --rooms \($0)" } ?? "") + (name.map { " --name " + ShellWords.quote($0) } ?? "")
-            + (enabled ? "" : " --disabled")
+            + (devices.map { " --devices " + ShellWords.quote($0.joined(separator: ",")) } ?? "") + (enabled ? "" : " --disabled")
     }
 }
 
@@ -105,13 +109,30 @@ public struct NewScheduleEntry: Sendable, Equatable {
     public var enabled: Bool
     /// Rooms: a bell heard in each at its instant (nil: here only).
     public var rooms: RoomChoice?
+    /// The sync devices it runs on, by name (nil: all).
+    public var devices: [String]?
 
-    public init(when: ScheduleWhen, action: ScheduleAction, name: String?, enabled: Bool = true, rooms: RoomChoice? = nil) {
+    public init(when: ScheduleWhen, action: ScheduleAction, name: String?, enabled: Bool = true, rooms: RoomChoice? = nil, devices: [String]? = nil) {
         self.when = when
         self.action = action
         self.name = name
         self.enabled = enabled
         self.rooms = rooms
+        self.devices = devices
+    }
+
+    /// `--devices`: names of sync devices (`pi-hall,pi-bedroom`), or `all` (nil).
+    public static func devices(parsing text: String) throws(CoreError) -> [String]? {
+        let t = text.trimmingWhitespace()
+        if t.lowercased() == "all" { return nil }
+        var names: [String] = []
+        for part in t.split(separator: ",", omittingEmptySubsequences: false) {
+            names.append(try Names.check(String(part), option: "--devices", maxLength: 64))
+        }
+        guard !names.isEmpty, names.count <= 20 else {
+            throw CoreError.badValue(option: "--devices", reason: both("1 to 20 device names, or all", "1 bis 20 Gerätenamen oder all"))
+        }
+        return names
     }
 
     /// Rooms take a bell only (a sit in several rooms is not built yet).
@@ -203,7 +224,7 @@ public struct ScheduleStore: Sendable {
     /// failure changes nothing. Actions must be bound (`bind`).
     @discardableResult
     public func add(_ entries: [NewScheduleEntry], replacing: Bool, now: Int64) throws(CoreError) -> [Int64] {
-        var rows: [(name: String?, when: String, action: String, enabled: Bool, seed: Int64, rooms: String?, uuid: String?)] = []
+        var rows: [(name: String?, when: String, action: String, enabled: Bool, seed: Int64, rooms: String?, uuid: String, devices: [String]?)] = []
         for e in entries {
             guard e.action.references.allSatisfy({ $0.id != nil }) else {
                 throw CoreError.badRequest(.same("the entry's preset or meditation is not bound"))
@@ -211,7 +232,7 @@ public struct ScheduleStore: Sendable {
             try e.checkRooms()
             rows.append((e.name, e.when.description, JSON(encoding: e.action).line, e.enabled,
                          Int64(bitPattern: UInt64.random(in: 0...UInt64.max)), e.rooms?.description,
-                         e.rooms == nil ? nil : UUID().uuidString.lowercased()))
+                         UUID().uuidString.lowercased(), e.rooms == nil ? e.devices : nil))
         }
         let limit = Self.maxEntries, after = now - 1, created = Date().timeIntervalSince1970, added = rows
         return try store.write { db -> [Int64] in
@@ -224,12 +245,20 @@ public struct ScheduleStore: Sendable {
                          "der Zeitplan fasst höchstens \(limit) Einträge (\(present) vorhanden und \(added.count) neue)"))
             }
             // A timetable replaced is this node's own: the copies of other nodes' entries stay.
-            if replacing { try db.execute(sql: "DELETE FROM schedule WHERE origin IS NULL") }
+            if replacing {
+                // Synced entries replaced are deleted on the other devices too.
+                for uuid in try String.fetchAll(db, sql: "SELECT uuid FROM schedule WHERE origin IS NULL AND rooms IS NULL AND uuid IS NOT NULL") {
+                    try SyncSchedule.recordDelete(db, uuid)
+                }
+                try db.execute(sql: "DELETE FROM schedule WHERE origin IS NULL")
+            }
             var ids: [Int64] = []
             for r in added {
-                try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created, rooms, uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               arguments: [r.name, r.when, r.action, r.enabled, after, r.seed, created, r.rooms, r.uuid])
+                try db.execute(sql: "INSERT INTO schedule (name, whenText, action, enabled, lastHandled, seed, created, rooms, uuid, devices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [r.name, r.when, r.action, r.enabled, after, r.seed, created, r.rooms, r.uuid,
+                                           r.devices.map { JSON(encoding: $0).line }])
                 ids.append(db.lastInsertedRowID)
+                if r.rooms == nil { try SyncSchedule.record(db, uuid: r.uuid, name: r.name, when: r.when, action: r.action, enabled: r.enabled, devices: r.devices) }
             }
             return ids
         }
@@ -255,7 +284,12 @@ public struct ScheduleStore: Sendable {
     }
 
     public func remove(_ id: Int64) throws(CoreError) {
-        try store.write { db in try db.execute(sql: "DELETE FROM schedule WHERE id = ?", arguments: [id]) }
+        try store.write { db in
+            if let uuid = try String.fetchOne(db, sql: "SELECT uuid FROM schedule WHERE id = ? AND origin IS NULL AND rooms IS NULL", arguments: [id]) {
+                try SyncSchedule.recordDelete(db, uuid)
+            }
+            try db.execute(sql: "DELETE FROM schedule WHERE id = ?", arguments: [id])
+        }
     }
 
     public func setEnabled(_ id: Int64, _ enabled: Bool, now: Int64) throws(CoreError) {
@@ -263,6 +297,9 @@ public struct ScheduleStore: Sendable {
         try store.write { db in
             try db.execute(sql: "UPDATE schedule SET enabled = ?, lastHandled = CASE WHEN ? THEN max(lastHandled, ?) ELSE lastHandled END WHERE id = ?",
                            arguments: [enabled, enabled, now, id])
+            if let uuid = try String.fetchOne(db, sql: "SELECT uuid FROM schedule WHERE id = ? AND origin IS NULL AND rooms IS NULL", arguments: [id]) {
+                try SyncSchedule.recordEnabled(db, uuid, enabled)
+            }
         }
     }
 
@@ -286,6 +323,9 @@ public struct ScheduleStore: Sendable {
             e.rooms = String.fromDatabaseValue(row["rooms"] ?? .null).flatMap { try? RoomChoice(parsing: $0) }
             e.uuid = String.fromDatabaseValue(row["uuid"] ?? .null)
             e.origin = String.fromDatabaseValue(row["origin"] ?? .null)
+        }
+        if row.hasColumn("devices") {
+            e.devices = String.fromDatabaseValue(row["devices"] ?? .null).flatMap { try? JSON.decode([String].self, from: $0.utf8) }
         }
         return e
     }

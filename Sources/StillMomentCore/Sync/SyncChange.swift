@@ -13,6 +13,7 @@ public enum SyncKind: String, Sendable, CaseIterable, Codable {
     case practice
     case meditation
     case sound
+    case schedule
 
     /// The fields a record of this kind has (besides `deleted`).
     public var fields: Set<String> {
@@ -21,6 +22,7 @@ public enum SyncKind: String, Sendable, CaseIterable, Codable {
         case .practice: return ["entry"]
         case .meditation: return Set(["file"] + SyncMeditations.editFields)
         case .sound: return ["sound"]
+        case .schedule: return ["entry", "enabled", "devices"]
         }
     }
 }

@@ -73,6 +73,14 @@ public enum SyncJournal {
         return node
     }
 
+    /// This node's name among its sync devices (the name it paired with; else the host's).
+    static func deviceName(_ db: Database) throws -> String {
+        if let name = try state(db, "name") { return name }
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "device" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     static func clock(_ db: Database) throws -> HybridClock {
         HybridClock(node: try node(db), last: try state(db, "clock").flatMap(HybridTimestamp.init(text:)))
     }

@@ -52,6 +52,10 @@ public enum SyncRecords {
             try SyncSounds.check(c)
             return nil
         }
+        if c.kind == .schedule {
+            try SyncSchedule.check(c)
+            return nil
+        }
         switch (c.kind, c.field) {
         case (.preset, "name"):
             guard case .string(let name)? = try? JSON.decode(JSON.self, from: c.value.utf8) else { throw bad(c, "not a text", "kein Text") }
@@ -109,6 +113,7 @@ public enum SyncRecords {
         case .practice: try applyPractice(db, ids: ids, read: read)
         case .meditation: try SyncMeditations.apply(db, ids: ids, folders: folders)
         case .sound: try SyncSounds.apply(db, folders: folders)
+        case .schedule: try SyncSchedule.apply(db, ids: ids)
         }
     }
 

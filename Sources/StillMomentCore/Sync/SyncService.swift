@@ -54,6 +54,17 @@ public struct SyncService: Sendable {
 
     /// Pairs this device with a hub (nil: forgets it). A new hub's changes are read from
     /// the start; everything here is uploaded to it.
+    /// This node's name among its sync devices (schedule entries name the devices they run on).
+    public func deviceName() throws(SyncError) -> String {
+        try read { db in try SyncJournal.deviceName(db) }
+    }
+
+    public func setDeviceName(_ name: String) throws(SyncError) {
+        let checked: String
+        do { checked = try Names.check(name, option: "--name", maxLength: 64) } catch { throw .refused(error.words) }
+        try write { db in try SyncJournal.setState(db, "name", checked) }
+    }
+
     public func setHub(_ hub: Hub?) throws(SyncError) {
         try write { db in
             let before = try SyncJournal.state(db, "hub").flatMap { try? JSON.decode(Hub.self, from: $0.utf8) }

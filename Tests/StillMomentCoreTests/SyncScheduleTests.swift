@@ -1,0 +1,92 @@
+/// Schedule entries between a hub and its devices, on real catalogs: an entry made on one
+/// device is on every device under its UUID; switching it off and removing it travel; an
+/// entry for named devices is listed everywhere and rings only on those; a bell for rooms
+/// stays the rooms' own; a peer's hostile entries are refused.
+import FoundationEssentials
+import StillMomentAudio
+import Testing
+@testable import StillMomentCore
+
+@Suite("Sync of schedule entries")
+struct SyncScheduleTests {
+    static func bell(_ when: String, devices: [String]? = nil, rooms: RoomChoice? = nil) throws -> NewScheduleEntry {
+        NewScheduleEntry(when: try ScheduleWhen(parsing: when), action: .bell(sound: "temple-bell", strikes: 2, volume: 0.5),
+                         name: "Morning bell", rooms: rooms, devices: devices)
+    }
+
+    static func view(_ r: SyncReplica) throws -> [String] {
+        try ScheduleStore(store: r.store).all().map { "\($0.uuid ?? "-") \($0.when) \($0.action) \($0.enabled) \($0.devices ?? [])" }.sorted()
+    }
+
+    @Test("an entry made on one device is on every device; off and removed travel too")
+    func entriesTravel() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        let now = Int64(Date().timeIntervalSince1970)
+        let ids = try ScheduleStore(store: a.store).add([try Self.bell("daily 07:00")], replacing: false, now: now)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub, device: 2)
+        #expect(try Self.view(b) == Self.view(a) && Self.view(hub) == Self.view(a) && Self.view(a).count == 1)
+        // Nothing earlier than its arrival rings late on B.
+        let onB = try #require(try ScheduleStore(store: b.store).all().first)
+        #expect(onB.lastHandled >= now - 1)
+        try ScheduleStore(store: b.store).setEnabled(onB.id, false, now: now)
+        try b.cycle(with: hub, device: 2)
+        try a.cycle(with: hub)
+        #expect(try ScheduleStore(store: a.store).all().map(\.enabled) == [false])
+        try ScheduleStore(store: a.store).remove(ids[0])
+        try a.cycle(with: hub)
+        try b.cycle(with: hub, device: 2)
+        #expect(try ScheduleStore(store: b.store).all().isEmpty && ScheduleStore(store: hub.store).all().isEmpty)
+    }
+
+    @Test("an entry for named devices is listed everywhere and rings only on those")
+    func namedDevices() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        try a.sync.setDeviceName("pi-bedroom")
+        try b.sync.setDeviceName("Pi-Hall")
+        let now = Int64(Date().timeIntervalSince1970)
+        try ScheduleStore(store: a.store).add([try Self.bell("daily 07:00", devices: ["pi-hall"])], replacing: false, now: now)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub, device: 2)
+        let onA = try #require(try ScheduleStore(store: a.store).all().first)
+        let onB = try #require(try ScheduleStore(store: b.store).all().first)
+        #expect(onA.elsewhere && !onB.elsewhere && onB.devices == ["pi-hall"])
+        let week = (now, now + 7 * 86_400)
+        #expect(try ScheduleService(store: a.store).upcoming(from: week.0, until: week.1, count: 10).isEmpty)
+        #expect(try ScheduleService(store: b.store).upcoming(from: week.0, until: week.1, count: 10).count == 7)
+        let listing = try ScheduleService(store: a.store).listing(now: now).entries
+        #expect(listing.first?.next == nil && listing.first?.elsewhere == true && listing.first?.devices == "pi-hall")
+    }
+
+    @Test("a bell for rooms stays the rooms' own; a peer's hostile entries are refused whole")
+    func roomsAndHostile() throws {
+        let a = try SyncReplica()
+        let now = Int64(Date().timeIntervalSince1970)
+        try ScheduleStore(store: a.store).add([try Self.bell("daily 07:00", rooms: try RoomChoice(parsing: "all"))], replacing: false, now: now)
+        #expect(try a.sync.pending().filter { $0.kind == .schedule }.isEmpty)
+        let stamp = try #require(HybridTimestamp(milliseconds: SyncJournal.wallMilliseconds(), counter: 0, node: SyncTests.nodeB))
+        func entry(_ when: String, _ action: ScheduleAction, name: String? = nil) -> String {
+            JSON(encoding: SyncSchedule.Entry(when: when, action: JSON(encoding: action).line, name: name)).line
+        }
+        var device = TimerRequest()
+        device.duration = 600_000
+        device.device = try DeviceName(parsing: "null")
+        let hostile: [(String, String)] = [
+            ("entry", entry("daily 07:00", .timer(preset: nil, request: device))),
+            ("entry", entry("tomorrow-ish", .bell(sound: "temple-bell", strikes: 1, volume: 1))),
+            ("entry", entry("daily 07:00", .bell(sound: "../../x", strikes: 1, volume: 1))),
+            ("entry", entry("daily 07:00", .bell(sound: "temple-bell", strikes: 1, volume: 1e300))),
+            ("entry", entry("daily 07:00", .play(meditation: LibraryRef(id: "../x", name: "x")))),
+            ("entry", entry("daily 07:00", .bell(sound: "temple-bell", strikes: 1, volume: 1), name: "a\u{202E}b")),
+            ("enabled", "1"),
+            ("devices", JSON(encoding: (0..<21).map { "d\($0)" }).line),
+            ("devices", JSON(encoding: ["a\u{7}"]).line),
+            ("room", "1"),
+        ]
+        for (field, value) in hostile {
+            let c = SyncChange(kind: .schedule, id: "abababab-0000-4000-8000-000000000009", field: field, value: value, stamp: stamp)
+            #expect(throws: SyncError.self, "\(field) \(value)") { try a.sync.receive([c]) }
+        }
+        #expect(try ScheduleStore(store: a.store).all().count == 1)
+    }
+}
