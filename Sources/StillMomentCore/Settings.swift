@@ -111,21 +111,35 @@ public struct Settings: Sendable, Equatable {
     /// Reads, changes and writes `settings.json` under its lock (`settings.json.lock`): the
     /// CLI, the web app and the daemon (Home Assistant's choices) each change what they
     /// change, and none loses another's. Every writer goes through here.
-    public static func update(path: String = Paths.settingsFile, droppingUnknown: Bool = false,
+    /// A shared setting changed here is recorded for sync afterwards (`recording`: false
+    /// for a peer's, which sync writes).
+    public static func update(path: String = Paths.settingsFile, droppingUnknown: Bool = false, recording: Bool = true,
                               _ change: (inout Settings) throws(CoreError) -> Void) throws(CoreError) {
         let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !folder.isEmpty { try Paths.makeFolder(folder) }
+        var changed: [(key: String, value: String?)] = []
         do {
             try LibraryStore.withLock(path + ".lock") {
                 var settings = try Settings.load(path: path, droppingUnknown: droppingUnknown)
+                let before = settings.values
                 try change(&settings)
                 try settings.save(path: path)
+                for key in Set(before.keys).union(settings.values.keys) where before[key] != settings.values[key] {
+                    changed.append((key, settings.values[key]))
+                }
             }
         } catch let error as CoreError {
             throw error
         } catch {
             throw CoreError.io(path: path, reason: .systemError)
         }
+        if recording && !changed.isEmpty { SyncSettings.record(home: folder, changed) }
+    }
+
+    /// Sets a shared setting as a peer's journal has it (checked when it came; nil: the default).
+    mutating func setShared(_ key: String, _ value: String?) {
+        guard SyncSettings.shared.contains(key) else { return }
+        values[key] = value
     }
 
     /// Writes `settings.json` atomically (a temporary file, fsync, rename); `update` is

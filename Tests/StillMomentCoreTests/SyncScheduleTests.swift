@@ -90,3 +90,48 @@ struct SyncScheduleTests {
         #expect(try ScheduleStore(store: a.store).all().count == 1)
     }
 }
+
+@Suite("Sync of shared settings")
+struct SyncSettingsTests {
+    static func settings(_ r: SyncReplica) throws -> Settings { try Settings.load(path: r.store.home + "/settings.json") }
+
+    static func set(_ r: SyncReplica, _ key: String, _ value: String) throws {
+        let catalog = try SoundCatalog.withCustomSounds(store: r.store)
+        try Settings.update(path: r.store.home + "/settings.json") { s throws(CoreError) in try s.set(key, value, catalog: catalog) }
+    }
+
+    @Test("the timer's defaults travel, the device and the volumes stay; a reset travels as the default; a peer's hostile settings are refused")
+    func shared() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        try Self.set(a, "duration", "25m")
+        try Self.set(a, "gong", "clear-strike")
+        try Self.set(a, "gong-volume", "0.3")
+        try Self.set(a, "device", "null")
+        try a.cycle(with: hub)
+        try b.cycle(with: hub, device: 2)
+        for r in [hub, b] {
+            let s = try Self.settings(r)
+            #expect(s.value("duration") == "25m" && s.value("gong") == "clear-strike")
+            #expect(s.isDefault("gong-volume") && s.isDefault("device"), "volumes and the device stay on their device")
+        }
+        // B changes it later; A resets the gong: both travel, and nothing echoes back as a change.
+        SyncTests.nextMillisecond()
+        try Self.set(b, "duration", "40m")
+        try Settings.update(path: a.store.home + "/settings.json") { s throws(CoreError) in s.reset("gong") }
+        try b.cycle(with: hub, device: 2)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub, device: 2)
+        for r in [hub, a, b] {
+            let s = try Self.settings(r)
+            #expect(s.value("duration") == "40m" && s.isDefault("gong"))
+        }
+        #expect(try a.sync.pending().isEmpty && b.sync.pending().isEmpty, "a peer's setting written here is not recorded again")
+        let stamp = try #require(HybridTimestamp(milliseconds: SyncJournal.wallMilliseconds(), counter: 0, node: SyncTests.nodeB))
+        for (field, value) in [("device", JSON.string("file:'|touch /tmp/x'").line), ("duration", JSON.string("1e300").line),
+                               ("gong-volume", JSON.string("1").line), ("duration", "42"), ("gong", JSON.string("a\u{7}").line)] {
+            let c = SyncChange(kind: .setting, id: SyncSettings.record, field: field, value: value, stamp: stamp)
+            #expect(throws: SyncError.self, "\(field) \(value)") { try a.sync.receive([c]) }
+        }
+        #expect(try Self.settings(a).value("duration") == "40m" && Self.settings(a).value("device") == "null")
+    }
+}

@@ -14,6 +14,7 @@ public enum SyncKind: String, Sendable, CaseIterable, Codable {
     case meditation
     case sound
     case schedule
+    case setting
 
     /// The fields a record of this kind has (besides `deleted`).
     public var fields: Set<String> {
@@ -23,6 +24,7 @@ public enum SyncKind: String, Sendable, CaseIterable, Codable {
         case .meditation: return Set(["file"] + SyncMeditations.editFields)
         case .sound: return ["sound"]
         case .schedule: return ["entry", "enabled", "devices"]
+        case .setting: return SyncSettings.shared
         }
     }
 }

@@ -289,6 +289,8 @@ public struct SyncFolders: Sendable {
     public var meditations: String
     public var sounds: String
     public var lostAndFound: String
+    /// The store's `settings.json` (shared settings from a peer are written there).
+    public var settings: String
     /// Files to move once the transaction that took their rows away has committed (a
     /// transaction that rolls back leaves its rows and their files as they were).
     let afterCommit = AfterCommit()
@@ -296,6 +298,7 @@ public struct SyncFolders: Sendable {
         meditations = store.meditationsFolder
         sounds = store.soundsFolder
         lostAndFound = store.lostAndFound
+        settings = store.home + "/settings.json"
     }
 }
 

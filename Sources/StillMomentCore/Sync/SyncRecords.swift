@@ -56,6 +56,10 @@ public enum SyncRecords {
             try SyncSchedule.check(c)
             return nil
         }
+        if c.kind == .setting {
+            try SyncSettings.check(c)
+            return nil
+        }
         switch (c.kind, c.field) {
         case (.preset, "name"):
             guard case .string(let name)? = try? JSON.decode(JSON.self, from: c.value.utf8) else { throw bad(c, "not a text", "kein Text") }
@@ -114,6 +118,7 @@ public enum SyncRecords {
         case .meditation: try SyncMeditations.apply(db, ids: ids, folders: folders)
         case .sound: try SyncSounds.apply(db, folders: folders)
         case .schedule: try SyncSchedule.apply(db, ids: ids)
+        case .setting: try SyncSettings.apply(db, folders: folders)
         }
     }
 
