@@ -10,6 +10,14 @@ public struct WebDevice: Sendable, Equatable, Codable {
     public var name: String
     public var created: Double
     public var lastSeen: Double
+    /// What its token opens: the web app (a browser) or sync (another node), never both.
+    public var scope: PairingScope = .web
+}
+
+/// What a paired device's token opens.
+public enum PairingScope: String, Sendable, Codable {
+    case web
+    case sync
 }
 
 public struct PairingStore: Sendable {
@@ -17,6 +25,13 @@ public struct PairingStore: Sendable {
     /// How long a PIN is valid (seconds).
     public static let pinLifetime = 300.0
     public init(store: LibraryStore) { self.store = store }
+
+    /// What each token opens (migration v20-web-scope): a device paired before is a sync
+    /// device when it paired for sync (the hub noted it then), else a browser.
+    static func addScope(_ db: Database) throws {
+        try db.alter(table: "webDevice") { t in t.add(column: "scope", .text).notNull().defaults(to: "web") }
+        try db.execute(sql: "UPDATE webDevice SET scope = 'sync' WHERE id IN (SELECT device FROM syncPeer)")
+    }
 
     static func createTables(_ db: Database) throws {
         try db.create(table: "webPin") { t in
@@ -66,11 +81,11 @@ public struct PairingStore: Sendable {
     /// A pairing attempt from `address` (the client's address; an IPv6 client's /64): refused
     /// while that address or everyone is locked out, else the PIN redeemed, a wrong one counted.
     /// One transaction: what it counts is on disk before the answer goes out.
-    public func attempt(pin: String, deviceName: String, address: String, now: Double) throws(CoreError) -> Attempt {
+    public func attempt(pin: String, deviceName: String, address: String, now: Double, scope: PairingScope = .web) throws(CoreError) -> Attempt {
         let ticket = Self.ticket(pin: pin, deviceName: deviceName)
         return try store.write { db -> Attempt in
             if let lock = try PairingLockout.lock(db, address: address, now: now) { return .locked(lock) }
-            if let device = try Self.redeem(db, ticket, now: now) { return .paired(device, token: ticket.token) }
+            if let device = try Self.redeem(db, ticket, now: now, scope: scope) { return .paired(device, token: ticket.token) }
             try PairingLockout.recordFailure(db, address: address, now: now)
             if let lock = try PairingLockout.lock(db, address: address, now: now) { return .locked(lock) }
             return .wrong(left: try PairingLockout.triesLeft(db, address: address, now: now))
@@ -94,22 +109,25 @@ public struct PairingStore: Sendable {
     }
 
     /// The device a valid, unexpired PIN makes (the PIN used up); nil for any other PIN.
-    private static func redeem(_ db: Database, _ t: Ticket, now: Double) throws -> WebDevice? {
+    private static func redeem(_ db: Database, _ t: Ticket, now: Double, scope: PairingScope = .web) throws -> WebDevice? {
         guard t.pin.utf8.count == 6, t.pin.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         try db.execute(sql: "DELETE FROM webPin WHERE expires < ?", arguments: [now])
         guard try Row.fetchOne(db, sql: "SELECT 1 FROM webPin WHERE digest = ?", arguments: [t.digest]) != nil else { return nil }
         try db.execute(sql: "DELETE FROM webPin WHERE digest = ?", arguments: [t.digest])
-        try db.execute(sql: "INSERT INTO webDevice (name, tokenDigest, created, lastSeen) VALUES (?, ?, ?, ?)",
-                       arguments: [t.name, t.tokenDigest, now, now])
-        return WebDevice(id: db.lastInsertedRowID, name: t.name, created: now, lastSeen: now)
+        try db.execute(sql: "INSERT INTO webDevice (name, tokenDigest, created, lastSeen, scope) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [t.name, t.tokenDigest, now, now, scope.rawValue])
+        return WebDevice(id: db.lastInsertedRowID, name: t.name, created: now, lastSeen: now, scope: scope)
     }
 
-    /// The device a token belongs to (nil: unknown or revoked).
-    public func device(token: String) throws(CoreError) -> WebDevice? {
+    /// The device a token belongs to, if the token opens `scope` (nil: unknown, revoked, or
+    /// a token for the other: a sync device's token does not open the web app, nor a
+    /// browser's sync).
+    public func device(token: String, scope: PairingScope = .web) throws(CoreError) -> WebDevice? {
         guard token.utf8.count == 64, token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
         let digest = SHA256.hex("token:" + token)
         return try store.read { db in
-            try Row.fetchOne(db, sql: "SELECT id, name, created, lastSeen FROM webDevice WHERE tokenDigest = ?", arguments: [digest])
+            try Row.fetchOne(db, sql: "SELECT id, name, created, lastSeen, scope FROM webDevice WHERE tokenDigest = ? AND scope = ?",
+                             arguments: [digest, scope.rawValue])
                 .map(Self.device)
         }
     }
@@ -121,7 +139,7 @@ public struct PairingStore: Sendable {
 
     public func devices() throws(CoreError) -> [WebDevice] {
         try store.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, name, created, lastSeen FROM webDevice ORDER BY id").map(Self.device)
+            try Row.fetchAll(db, sql: "SELECT id, name, created, lastSeen, scope FROM webDevice ORDER BY id").map(Self.device)
         }
     }
 
@@ -134,7 +152,8 @@ public struct PairingStore: Sendable {
     }
 
     private static func device(_ row: Row) -> WebDevice {
-        WebDevice(id: row["id"], name: row["name"], created: row["created"], lastSeen: row["lastSeen"])
+        WebDevice(id: row["id"], name: row["name"], created: row["created"], lastSeen: row["lastSeen"],
+                  scope: (row["scope"] as String?).flatMap(PairingScope.init(rawValue:)) ?? .web)
     }
 
     /// A device's name as the browser gave it: at most 60 characters, no control characters.

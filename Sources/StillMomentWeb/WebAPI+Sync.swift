@@ -31,7 +31,7 @@ extension WebAPI {
     /// The device whose bearer token the request carries.
     func syncDevice(_ r: HTTPRequest) -> WebDevice? {
         guard let header = r.header("authorization"), header.hasPrefix("Bearer ") else { return nil }
-        return try? PairingStore(store: store).device(token: String(header.dropFirst(7)))
+        return try? PairingStore(store: store).device(token: String(header.dropFirst(7)), scope: .sync)
     }
 
     func handleSync(_ r: HTTPRequest, body: [UInt8]) -> Response {
@@ -152,7 +152,7 @@ extension WebAPI {
         do throws(CoreError) {
             switch try PairingStore(store: store).attempt(pin: String((args["pin"]?.string ?? "").prefix(16)),
                                                           deviceName: String((args["name"]?.string ?? "device").prefix(200)),
-                                                          address: address, now: now) {
+                                                          address: address, now: now, scope: .sync) {
             case .locked(let lock):
                 return Response.error(429, "locked", tr("too many wrong PINs: try again in a minute", "zu viele falsche PINs: in einer Minute wieder"))
                     .with(("Retry-After", String(max(1, Int(lock.until - now) + 1))))

@@ -10,6 +10,7 @@ public enum WebRegistration {
     static let migrations = [
         CatalogMigration("v5-web", PairingStore.createTables),
         CatalogMigration("v9-web-lockout", PairingLockout.createTable),
+        CatalogMigration("v20-web-scope", PairingStore.addScope),
     ]
 
     /// Registers the web app's migrations and settings (harmless when done twice).

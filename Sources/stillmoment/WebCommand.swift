@@ -93,7 +93,7 @@ struct WebCommand: ParsableCommand {
     }
 
     struct Devices: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "devices", abstract: "List the paired browsers (id, name, last seen).")
+        static let configuration = CommandConfiguration(commandName: "devices", abstract: "List the paired browsers and sync devices (id, kind, name, last seen).")
         @Flag(help: "Print JSON.") var json = false
         func run() throws {
             do {
@@ -105,7 +105,8 @@ struct WebCommand: ParsableCommand {
                 if devices.isEmpty { Console.out(tr("no browser is paired (pair one with `stillmoment web pair`)", "kein Browser ist gekoppelt (einen koppeln mit `stillmoment web pair`)")) }
                 for d in devices {
                     let seen = LocalTime.at(unix: Int64(d.lastSeen))
-                    Console.out("\(String(d.id).padded(to: 4)) \(Display.clean(d.name).padded(to: 30)) \(tr("last seen", "zuletzt")) \(PracticeText.when(seen))")
+                    let kind = d.scope == .sync ? tr("sync    ", "Abgleich") : tr("browser ", "Browser ")
+                    Console.out("\(String(d.id).padded(to: 4)) \(kind) \(Display.clean(d.name).padded(to: 30)) \(tr("last seen", "zuletzt")) \(PracticeText.when(seen))")
                 }
             } catch let error as CoreError {
                 throw Console.fail(error)

@@ -303,3 +303,22 @@ def test_a_schedule_entry_for_one_device_is_listed_on_all_and_rings_on_that_one(
     a.sync()
     b.sync()
     assert json.loads(b.run("schedule", "list", "--json").out)["entries"] == []
+
+
+def test_a_sync_token_does_not_open_the_web_app_nor_a_browsers_sync(trio, net):
+    hub, a, b = trio()
+    with smtest.catalog_sql(a.home.home + "/library.sqlite") as db:
+        token = json.loads(db.execute("SELECT value FROM syncState WHERE key = 'hub'").fetchone()[0])["token"]
+    # The sync token as the web app's cookie: unpaired.
+    args = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "-H", f"Cookie: sm_token={token}", net.hub_url(0) + "/api/meditations"]
+    out = subprocess.run([*net.device_prefix(0), *args], capture_output=True, timeout=30).stdout
+    assert out.endswith(b"401"), out[-200:]
+    # A browser's pairing: its cookie's token does not sync.
+    args = ["curl", "-s", "-D", "-", "-o", "/dev/null", "-H", "Content-Type: application/json", "-H", "Origin: " + net.hub_url(0),
+            "--data-binary", json.dumps({"pin": hub.pin(), "name": "phone"}), net.hub_url(0) + "/api/pair"]
+    head = subprocess.run([*net.device_prefix(0), *args], capture_output=True, timeout=30).stdout.decode()
+    browser = head.split("sm_token=")[1].split(";")[0]
+    code, text = http(net, 0, "GET", "/api/sync/pull?after=0", token=browser)
+    assert code == 401, (code, text)
+    r = hub.home.run("sync", "devices")
+    assert r.rc == 0 and "sync" in r.out and "browser" in r.out and "phone" in r.out, r
