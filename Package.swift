@@ -58,13 +58,14 @@ let package = Package(
         .target(
             name: "StillMomentControl",
             dependencies: [
-                "StillMomentCore", "StillMomentAudio", "CSystem", "CMQTT",
+                "StillMomentCore", "StillMomentAudio", "CSystem", "CMQTT", "CTLS",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The web app: an HTTP server of its own (a separate process, `stillmoment web`) that
         // speaks the daemon's typed protocol; its shell is hand-written and embedded as is.
-        // TLS for the web app: OpenSSL 3 loaded with dlopen only when --tls is given.
+        // TLS for the web app (--tls) and for sync with an https:// hub: OpenSSL 3 loaded with
+        // dlopen only when one is used.
         .target(name: "CTLS", linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "StillMomentWeb",

@@ -29,6 +29,14 @@ static struct {
     int (*SSL_get_error)(const SSL *, int);
     int (*SSL_shutdown)(SSL *);
     void (*SSL_free)(SSL *);
+    const SSL_METHOD *(*TLS_client_method)(void);
+    void (*SSL_set_connect_state)(SSL *);
+    long (*SSL_ctrl)(SSL *, int, long, void *);
+    void *(*SSL_get1_peer_certificate)(const SSL *);
+    int (*i2d_X509)(void *, unsigned char **);
+    void (*X509_free)(void *);
+    int (*EVP_Digest)(const void *, size_t, unsigned char *, unsigned int *, const void *, void *);
+    const void *(*EVP_sha256)(void);
     unsigned long (*ERR_get_error)(void);
     void (*ERR_error_string_n)(unsigned long, char *, size_t);
     void (*ERR_clear_error)(void);
@@ -53,6 +61,8 @@ static void load(void) {
     SYM(ssl, SSL_set_fd); SYM(ssl, SSL_set_accept_state); SYM(ssl, SSL_do_handshake);
     SYM(ssl, SSL_read); SYM(ssl, SSL_write); SYM(ssl, SSL_get_error); SYM(ssl, SSL_shutdown);
     SYM(ssl, SSL_free);
+    SYM(ssl, TLS_client_method); SYM(ssl, SSL_set_connect_state); SYM(ssl, SSL_ctrl); SYM(ssl, SSL_get1_peer_certificate);
+    SYM(crypto, i2d_X509); SYM(crypto, X509_free); SYM(crypto, EVP_Digest); SYM(crypto, EVP_sha256);
     SYM(crypto, ERR_get_error); SYM(crypto, ERR_error_string_n); SYM(crypto, ERR_clear_error);
 }
 
@@ -92,6 +102,50 @@ void *sm_tls_server(const char *cert, const char *key, char *err, size_t errlen)
     if (L.SSL_CTX_use_PrivateKey_file(ctx, key, SM_SSL_FILETYPE_PEM) != 1) { reason(err, errlen, "cannot read the private key"); return NULL; }
     if (L.SSL_CTX_check_private_key(ctx) != 1) { reason(err, errlen, "the key does not match the certificate"); return NULL; }
     return ctx;
+}
+
+void *sm_tls_client(char *err, size_t errlen) {
+    pthread_once(&once, load);
+    if (load_error[0]) {
+        snprintf(err, errlen, "%s", load_error);
+        return NULL;
+    }
+    /* No chain is verified: the hub's certificate is pinned by its fingerprint instead. */
+    SSL_CTX *ctx = L.SSL_CTX_new(L.TLS_client_method());
+    if (!ctx) { reason(err, errlen, "cannot make a TLS context"); return NULL; }
+    L.SSL_CTX_ctrl(ctx, SM_SSL_CTRL_SET_MIN_PROTO_VERSION, SM_TLS1_2_VERSION, NULL);
+    L.SSL_CTX_ctrl(ctx, SM_SSL_CTRL_MODE, SM_SSL_MODE_ENABLE_PARTIAL_WRITE | SM_SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
+    L.SSL_CTX_set_options(ctx, SM_SSL_OP_NO_RENEGOTIATION);
+    return ctx;
+}
+
+#define SM_SSL_CTRL_SET_TLSEXT_HOSTNAME 55
+#define SM_TLSEXT_NAMETYPE_host_name 0
+
+void *sm_tls_connect(void *ctx, int fd, const char *server_name) {
+    SSL *s = L.SSL_new(ctx);
+    if (!s) return NULL;
+    if (L.SSL_set_fd(s, fd) != 1) { L.SSL_free(s); return NULL; }
+    L.SSL_set_connect_state(s);
+    if (server_name && server_name[0]) L.SSL_ctrl(s, SM_SSL_CTRL_SET_TLSEXT_HOSTNAME, SM_TLSEXT_NAMETYPE_host_name, (void *)server_name);
+    return s;
+}
+
+int sm_tls_peer_fingerprint(void *conn, char *out, size_t outlen) {
+    if (outlen < 65) return -1;
+    void *cert = L.SSL_get1_peer_certificate(conn);
+    if (!cert) return -1;
+    int len = L.i2d_X509(cert, NULL);
+    if (len <= 0 || len > 1 << 20) { L.X509_free(cert); return -1; }
+    unsigned char der[len];
+    unsigned char *p = der;
+    if (L.i2d_X509(cert, &p) != len) { L.X509_free(cert); return -1; }
+    L.X509_free(cert);
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    if (L.EVP_Digest(der, (size_t)len, md, &mdlen, L.EVP_sha256(), NULL) != 1 || mdlen != 32) return -1;
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    return 0;
 }
 
 void *sm_tls_accept(void *ctx, int fd) {

@@ -39,14 +39,19 @@ struct SyncCommand: ParsableCommand {
         @Argument(help: "The hub's address: http://HOST:PORT.") var url: String
         @Option(help: "The six-digit PIN the hub's `stillmoment web pair` shows.") var pin: String
         @Option(help: "This device's name on the hub (default: the host name).") var name: String?
+        @Option(help: "With an https:// hub: the SHA-256 fingerprint its certificate must have (`openssl x509 -noout -fingerprint -sha256 -in CERT` on the hub); without it, the certificate shown now is pinned.")
+        var fingerprint: String?
 
         func run() throws {
             let store = try openStore()
             let label = name ?? Self.hostName()
             do throws(SyncError) {
-                let hub = try SyncPeer(store: store).pair(url: url, pin: pin, name: label)
+                let hub = try SyncPeer(store: store).pair(url: url, pin: pin, name: label, fingerprint: fingerprint)
                 Console.out(tr("paired with the hub at \(hub.url) (as '\(Display.clean(label))'); `stillmoment sync now` runs a cycle",
                                "mit dem Hub unter \(hub.url) gekoppelt (als '\(Display.clean(label))'); `stillmoment sync now` gleicht ab"))
+                if let fp = hub.fingerprint {
+                    Console.out(tr("the hub's certificate is pinned: SHA-256 \(fp)", "das Zertifikat des Hubs ist festgehalten: SHA-256 \(fp)"))
+                }
             } catch {
                 throw SyncCommand.fail(error)
             }

@@ -322,3 +322,58 @@ def test_a_sync_token_does_not_open_the_web_app_nor_a_browsers_sync(trio, net):
     assert code == 401, (code, text)
     r = hub.home.run("sync", "devices")
     assert r.rc == 0 and "sync" in r.out and "browser" in r.out and "phone" in r.out, r
+
+
+def make_cert(folder, name):
+    cert, key = os.path.join(folder, name + ".pem"), os.path.join(folder, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=stillmoment-hub"], check=True, capture_output=True)
+    fp = subprocess.run(["openssl", "x509", "-noout", "-fingerprint", "-sha256", "-in", cert], check=True, capture_output=True, text=True)
+    return cert, key, fp.stdout.strip().split("=", 1)[1]
+
+
+def test_sync_over_tls_pins_the_hubs_certificate(new_home, net, tmp_path):
+    """A hub serving --tls: a device pairs with https:// (the certificate's SHA-256 pinned,
+    or given and checked), syncs a meditation and its file over TLS; the hub restarted with
+    another certificate is refused in one line, nothing taken; a wrong fingerprint at pairing
+    is refused."""
+    cert, key, fp = make_cert(str(tmp_path), "hub")
+    other_cert, other_key, _ = make_cert(str(tmp_path), "other")
+    hub_home = new_home()
+
+    def start(c, k):
+        out = open(hub_home.dir + "/web.log", "ab")
+        p = hub_home.spawn("web", "--listen", net.listen(), "--tls", c, k, stdout=out, stderr=out, prefix=net.hub_prefix())
+        out.close()
+        probe = [*net.hub_prefix(), "python3", "-c", f"import socket; socket.create_connection(('127.0.0.1', {net.port}), 0.5).close()"]
+        assert smtest.wait_for(lambda: subprocess.run(probe, capture_output=True).returncode == 0, 10, 0.05)
+        return p
+
+    web = start(cert, key)
+    hub = Hub(hub_home, net)
+    url, url_b = (net.hub_url(k).replace("http://", "https://") for k in (0, 1))
+    a = Device(new_home(), net, 0)
+    b = Device(new_home(), net, 1)
+    # A wrong fingerprint: refused, nothing paired.
+    r = a.run("sync", "pair", url, "--pin", hub.pin(), "--fingerprint", "00" * 32)
+    assert r.rc != 0 and len(r.err.strip().splitlines()) == 1 and "another certificate" in r.err, r
+    # Given as openssl prints it (colons, upper case); and taken as shown (trust on first use).
+    r = a.run("sync", "pair", url, "--pin", hub.pin(), "--fingerprint", fp, "--name", "pi-bedroom")
+    assert r.rc == 0 and fp.replace(":", "").lower() in r.out, r
+    r = b.run("sync", "pair", url_b, "--pin", hub.pin(), "--name", "pi-hall")
+    assert r.rc == 0 and fp.replace(":", "").lower() in r.out, r
+    talk = smtest.tone(tmp_path / "talk.mp3", seconds=3, title="Over TLS")
+    assert a.run("import", talk).rc == 0
+    a.sync()
+    report = b.sync()
+    assert report["filesFetched"] == 1 and "Over TLS" in listed(b.home), report
+    # The hub comes back with another certificate (or someone answers in its place).
+    smtest.stop_pid(web.pid)
+    web.wait()
+    web = start(other_cert, other_key)
+    assert a.run("preset", "save", "After", "--duration", "5m").rc == 0
+    r = a.run("sync", "now")
+    assert r.rc != 0 and len(r.err.strip().splitlines()) == 1 and "another certificate" in r.err, r
+    r = a.home.run("sync", "now", lang="de_DE.UTF-8", prefix=net.device_prefix(0))
+    assert r.rc != 0 and "anderes Zertifikat" in r.err, r
+    assert json.loads(a.run("sync", "status", "--json").out)["pending"] > 0, "nothing was taken"

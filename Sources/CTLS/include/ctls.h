@@ -13,6 +13,17 @@ enum { SM_TLS_WANT_READ = 1, SM_TLS_WANT_WRITE = 2 };
  * (TLS 1.2 at least). NULL on failure, with the reason in err. */
 void *sm_tls_server(const char *cert, const char *key, char *err, size_t errlen);
 
+/* Loads libssl.so.3 and makes a client context (TLS 1.2 at least; no chain verified: the
+ * caller pins the peer's certificate by `sm_tls_peer_fingerprint`). NULL with the reason. */
+void *sm_tls_client(char *err, size_t errlen);
+
+/* A client connection on a connected, non-blocking socket (`server_name`: SNI, or NULL). */
+void *sm_tls_connect(void *ctx, int fd, const char *server_name);
+
+/* The SHA-256 of the peer's certificate (DER), as 64 lower-case hex digits and a NUL in
+ * `out` (at least 65 bytes); 0, or -1 when there is none. */
+int sm_tls_peer_fingerprint(void *conn, char *out, size_t outlen);
+
 /* A connection on an accepted, non-blocking socket. */
 void *sm_tls_accept(void *ctx, int fd);
 

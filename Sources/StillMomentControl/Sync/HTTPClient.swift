@@ -1,14 +1,22 @@
 /// A small HTTP/1.1 client for sync: one request a connection (the hub's server closes
 /// after each answer), a deadline on the whole exchange, an answer read up to a limit and
-/// never past its Content-Length. Plain `http://` on the LAN; `https://` is refused with a
-/// reason until the client speaks TLS (the hub's `--tls` serves browsers).
+/// never past its Content-Length. `http://` on a LAN one trusts, or `https://` to a hub
+/// serving `--tls`: its certificate is pinned by its SHA-256 fingerprint (taken at pairing,
+/// or given), not checked against any authority (a hub's certificate is its own).
+import CTLS
 import FoundationEssentials
 import Glibc
 import StillMomentCore
+import Synchronization
 
 public struct HTTPClient: Sendable {
     public let host: String
     public let port: UInt16
+    /// Whether the hub is spoken to over TLS (`https://`).
+    public let secure: Bool
+    /// The hub's certificate fingerprint (SHA-256 of its DER, hex) every answer must come
+    /// with over TLS; nil: taken as it is (pairing), and told in `Answer.fingerprint`.
+    public var pinned: String?
     /// The whole exchange's limit, in seconds.
     public var timeout: Double = 15
     /// The largest answer read (head and body).
@@ -17,20 +25,28 @@ public struct HTTPClient: Sendable {
     public struct Answer: Sendable {
         public var status: Int
         public var body: [UInt8]
+        /// Over TLS: the fingerprint of the certificate the hub showed.
+        public var fingerprint: String? = nil
     }
 
-    /// Reads `http://HOST[:PORT][/]`: a host name or address (IPv6 in brackets), a port
-    /// 1–65535 (default 80), nothing after the path's slash.
-    public init(url: String) throws(SyncError) {
+    /// A fingerprint as a user copies it (`openssl x509 -fingerprint -sha256`: colons, upper
+    /// case), as 64 lower-case hex digits; nil when it is none.
+    public static func fingerprint(_ text: String) -> String? {
+        let hex = text.lowercased().filter { $0 != ":" }
+        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        return hex
+    }
+
+    /// Reads `http[s]://HOST[:PORT][/]`: a host name or address (IPv6 in brackets), a port
+    /// 1–65535 (default 80, or 443), nothing after the path's slash.
+    public init(url: String, pinned: String? = nil) throws(SyncError) {
         func refuse(_ en: String, _ de: String) -> SyncError {
             .refused(both("'\(Display.clean(String(url.prefix(200))))' \(en)", "'\(Display.clean(String(url.prefix(200))))' \(de)"))
         }
-        if url.hasPrefix("https://") {
-            throw refuse("is an https address: sync speaks http:// on the LAN for now (see the README, Several devices)",
-                         "ist eine https-Adresse: Sync spricht vorerst http:// im LAN (siehe README, Mehrere Geräte)")
-        }
-        guard url.hasPrefix("http://") else { throw refuse("is not a hub's address (http://HOST:PORT)", "ist keine Hub-Adresse (http://HOST:PORT)") }
-        var rest = Substring(url.dropFirst(7))
+        secure = url.hasPrefix("https://")
+        self.pinned = pinned
+        guard url.hasPrefix("http://") || secure else { throw refuse("is not a hub's address (http://HOST:PORT)", "ist keine Hub-Adresse (http://HOST:PORT)") }
+        var rest = Substring(url.dropFirst(secure ? 8 : 7))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard !rest.isEmpty, !rest.contains("/"), !rest.contains("@"), rest.utf8.count <= 255,
               rest.unicodeScalars.allSatisfy({ $0.isASCII && !Display.isControl($0) && $0 != " " }) else {
@@ -50,7 +66,7 @@ public struct HTTPClient: Sendable {
             hostPart = rest[..<colon]
             portText = rest[rest.index(after: colon)...]
         }
-        var port: UInt16 = 80
+        var port: UInt16 = secure ? 443 : 80
         if let portText {
             guard let p = UInt16(portText), p > 0 else { throw refuse("has no port 1–65535", "hat keinen Port 1–65535") }
             port = p
@@ -64,14 +80,113 @@ public struct HTTPClient: Sendable {
     public func send(_ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8] = []) throws(SyncError) -> Answer {
         let deadline = Self.now() + timeout
         let fd = try connect(deadline: deadline)
-        defer { close(fd) }
+        var conn = Connection(fd: fd)
+        defer { conn.close() }
+        var seen: String?
+        if secure {
+            seen = try handshake(&conn, deadline: deadline)
+            if let pinned, seen != pinned {
+                throw .refused(both("the hub at \(address) shows another certificate than the one paired with (\(seen?.prefix(16) ?? "none")…, not \(pinned.prefix(16))…): if the hub has a new one, pair again (`stillmoment sync pair`)",
+                                    "der Hub unter \(address) zeigt ein anderes Zertifikat als das beim Koppeln (\(seen?.prefix(16) ?? "keins")…, nicht \(pinned.prefix(16))…): hat der Hub ein neues, neu koppeln (`stillmoment sync pair`)"))
+            }
+        }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\nConnection: close\r\n"
         head += "Content-Length: \(body.count)\r\nAccept-Language: \(Language.current == .de ? "de" : "en")\r\n"
         if !body.isEmpty { head += "Content-Type: application/json\r\n" }
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         head += "\r\n"
-        try write(fd, Array(head.utf8) + body, deadline: deadline)
-        return try read(fd, deadline: deadline)
+        try write(&conn, Array(head.utf8) + body, deadline: deadline)
+        var answer = try read(&conn, deadline: deadline)
+        answer.fingerprint = seen
+        return answer
+    }
+
+    /// A socket, and its TLS connection over it when the hub speaks TLS.
+    private struct Connection {
+        let fd: Int32
+        var tls: UnsafeMutableRawPointer?
+
+        /// Bytes written (> 0), or nil and the way to wait.
+        mutating func send(_ bytes: UnsafeRawBufferPointer) -> (Int?, Int16, String?) {
+            if let tls {
+                var want: Int32 = 0
+                let n = sm_tls_write(tls, bytes.baseAddress, bytes.count, &want)
+                if n > 0 { return (n, 0, nil) }
+                if n == -1 { return (nil, want == SM_TLS_WANT_READ ? Int16(POLLIN) : Int16(POLLOUT), nil) }
+                return (nil, 0, "the TLS connection failed")
+            }
+            let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            if n >= 0 { return (n, 0, nil) }
+            if errno == EAGAIN || errno == EINTR { return (nil, Int16(POLLOUT), nil) }
+            return (nil, 0, String(cString: strerror(errno)))
+        }
+
+        /// Bytes read (0: the end), or nil and the way to wait.
+        mutating func receive(_ buffer: UnsafeMutableRawBufferPointer) -> (Int?, Int16, String?) {
+            if let tls {
+                var want: Int32 = 0
+                let n = sm_tls_read(tls, buffer.baseAddress, buffer.count, &want)
+                if n >= 0 { return (n, 0, nil) }
+                if n == -1 { return (nil, want == SM_TLS_WANT_WRITE ? Int16(POLLOUT) : Int16(POLLIN), nil) }
+                return (nil, 0, "the TLS connection failed")
+            }
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if n >= 0 { return (n, 0, nil) }
+            if errno == EAGAIN || errno == EINTR { return (nil, Int16(POLLIN), nil) }
+            return (nil, 0, String(cString: strerror(errno)))
+        }
+
+        mutating func close() {
+            if let tls { sm_tls_close(tls) }
+            tls = nil
+            Glibc.close(fd)
+        }
+    }
+
+    /// The process's TLS client context, made on first use (OpenSSL loaded then); an
+    /// SSL_CTX set up once is shared by threads.
+    private enum ClientContext {
+        private static let context = Mutex<UnsafeMutableRawPointer?>(nil)
+        static func get() throws(SyncError) -> UnsafeMutableRawPointer {
+            let made = context.withLock { ctx -> Result<UnsafeMutableRawPointer, SyncError> in
+                if let ctx { return .success(ctx) }
+                var err = [CChar](repeating: 0, count: 256)
+                guard let new = sm_tls_client(&err, err.count) else {
+                    let text = "TLS: " + HTTPClient.text(err)
+                    return .failure(.unreachable(both(text, text)))
+                }
+                ctx = new
+                return .success(new)
+            }
+            switch made {
+            case .success(let ctx): return ctx
+            case .failure(let e): throw e
+            }
+        }
+    }
+
+    static func text(_ c: [CChar]) -> String {
+        String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The TLS handshake; the fingerprint of the certificate the hub showed.
+    private func handshake(_ conn: inout Connection, deadline: Double) throws(SyncError) -> String {
+        let ctx = try ClientContext.get()
+        let isName = host.first.map { !$0.isNumber } ?? false && !host.contains(":")
+        guard let tls = sm_tls_connect(ctx, conn.fd, isName ? host : nil) else { throw unreachable("TLS could not start") }
+        conn.tls = tls
+        while true {
+            var want: Int32 = 0
+            let r = sm_tls_handshake(tls, &want)
+            if r == 1 { break }
+            guard r == 0 else { throw unreachable("the TLS handshake failed (is it a hub with --tls?)") }
+            guard wait(conn.fd, want == SM_TLS_WANT_WRITE ? Int16(POLLOUT) : Int16(POLLIN), deadline: deadline) else {
+                throw unreachable("no answer in \(Int(timeout)) s")
+            }
+        }
+        var out = [CChar](repeating: 0, count: 65)
+        guard sm_tls_peer_fingerprint(tls, &out, out.count) == 0 else { throw unreachable("the hub showed no certificate") }
+        return Self.text(out)
     }
 
     private var address: String { "\(host):\(port)" }
@@ -123,31 +238,28 @@ public struct HTTPClient: Sendable {
         }
     }
 
-    private func write(_ fd: Int32, _ bytes: [UInt8], deadline: Double) throws(SyncError) {
+    private func write(_ conn: inout Connection, _ bytes: [UInt8], deadline: Double) throws(SyncError) {
         var sent = 0
         while sent < bytes.count {
-            guard wait(fd, Int16(POLLOUT), deadline: deadline) else { throw unreachable("no answer in \(Int(timeout)) s") }
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress.map { $0 + sent }, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                throw unreachable(String(cString: strerror(errno)))
-            }
-            sent += n
+            let (n, wantEvents, failure) = bytes.withUnsafeBytes { conn.send(UnsafeRawBufferPointer(rebasing: $0[sent...])) }
+            if let failure { throw unreachable(failure) }
+            if let n { sent += n; continue }
+            guard wait(conn.fd, wantEvents, deadline: deadline) else { throw unreachable("no answer in \(Int(timeout)) s") }
         }
     }
 
-    private func read(_ fd: Int32, deadline: Double) throws(SyncError) -> Answer {
+    private func read(_ conn: inout Connection, deadline: Double) throws(SyncError) -> Answer {
         var data: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var headEnd: Int?
         var length: Int?
         while true {
             if let headEnd, let length, data.count >= headEnd + length { break }
-            guard wait(fd, Int16(POLLIN), deadline: deadline) else { throw unreachable("no answer in \(Int(timeout)) s") }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                throw unreachable(String(cString: strerror(errno)))
+            let (got, wantEvents, failure) = buffer.withUnsafeMutableBytes { conn.receive($0) }
+            if let failure { throw unreachable(failure) }
+            guard let n = got else {
+                guard wait(conn.fd, wantEvents, deadline: deadline) else { throw unreachable("no answer in \(Int(timeout)) s") }
+                continue
             }
             if n == 0 { break }
             data.append(contentsOf: buffer[0..<n])

@@ -27,8 +27,21 @@ public struct SyncPeer: Sendable {
     }
 
     /// Pairs this device with the hub at `url` with the PIN its `stillmoment web pair` shows.
-    public func pair(url: String, pin: String, name: String) throws(SyncError) -> SyncService.Hub {
-        let client = try HTTPClient(url: url)
+    /// Over https the hub's certificate is pinned: the one it shows now, or `fingerprint`
+    /// (as `openssl x509 -fingerprint -sha256` prints it), which it must show.
+    public func pair(url: String, pin: String, name: String, fingerprint: String? = nil) throws(SyncError) -> SyncService.Hub {
+        var pinned: String?
+        if let fingerprint {
+            guard let fp = HTTPClient.fingerprint(fingerprint) else {
+                throw .refused(both("'\(Display.clean(String(fingerprint.prefix(100))))' is not a SHA-256 fingerprint (64 hex digits, colons allowed)",
+                                    "'\(Display.clean(String(fingerprint.prefix(100))))' ist kein SHA-256-Fingerabdruck (64 Hex-Ziffern, Doppelpunkte erlaubt)"))
+            }
+            pinned = fp
+        }
+        let client = try HTTPClient(url: url, pinned: pinned)
+        if pinned != nil && !client.secure {
+            throw .refused(both("a fingerprint goes with an https:// hub", "ein Fingerabdruck gehört zu einem https://-Hub"))
+        }
         let body = JSON.object(["pin": .string(pin), "name": .string(name)]).line
         let answer = try client.send("POST", "/api/sync/pair", body: Array(body.utf8))
         let json = try Self.answer(answer)
@@ -41,7 +54,8 @@ public struct SyncPeer: Sendable {
         guard hub != (try service.node()) else {
             throw .refused(both("that is this device itself: pair it with another node", "das ist dieses Gerät selbst: kopple es mit einem anderen Knoten"))
         }
-        let paired = SyncService.Hub(url: url.hasSuffix("/") ? String(url.dropLast()) : url, token: token, node: hub)
+        let paired = SyncService.Hub(url: url.hasSuffix("/") ? String(url.dropLast()) : url, token: token, node: hub,
+                                     fingerprint: client.secure ? answer.fingerprint : nil)
         try service.setHub(paired)
         try service.setDeviceName(name)
         return paired
@@ -79,7 +93,11 @@ public struct SyncPeer: Sendable {
     }
 
     private func run(_ service: SyncService, _ hub: SyncService.Hub, _ report: inout Report, stop: () -> Bool) throws(SyncError) {
-        let client = try HTTPClient(url: hub.url)
+        let client = try HTTPClient(url: hub.url, pinned: hub.fingerprint)
+        if client.secure && hub.fingerprint == nil {
+            throw .refused(both("no certificate was pinned for this https hub: pair again (`stillmoment sync pair`)",
+                                "für diesen https-Hub ist kein Zertifikat festgehalten: neu koppeln (`stillmoment sync pair`)"))
+        }
         let auth = [("Authorization", "Bearer \(hub.token)")]
         let node = try service.node()
         // Upload, in batches the hub's limit takes.

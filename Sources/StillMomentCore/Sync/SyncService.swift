@@ -19,10 +19,13 @@ public struct SyncService: Sendable {
         public var token: String
         /// The hub's node id (its cursor is kept per hub).
         public var node: String
-        public init(url: String, token: String, node: String) {
+        /// Over https: the SHA-256 fingerprint of the hub's certificate, pinned at pairing.
+        public var fingerprint: String?
+        public init(url: String, token: String, node: String, fingerprint: String? = nil) {
             self.url = url
             self.token = token
             self.node = node
+            self.fingerprint = fingerprint
         }
     }
 
