@@ -591,7 +591,7 @@ struct LibraryTests {
             let store = try LibraryStore(home: home)
             // Core's, the web app's and the home front-ends' (the executable registers them), each once.
             #expect(try Set(migrations(store)) == Set(LibraryStore.coreMigrationIdentifiers
-                                                      + ["v5-web", "v9-web-lockout", "v11-home-buttons", "v12-home-hooks"]))
+                                                      + ["v5-web", "v9-web-lockout", "v11-home-buttons", "v12-home-hooks", "v20-web-scope"]))
         }
     }
 

@@ -16,7 +16,7 @@ struct WebRegistrationTests {
     @Test("the web app's migrations keep their names; a catalog opened without them keeps the paired devices")
     func migrations() throws {
         WebRegistration.register()
-        #expect(WebRegistration.migrations.map(\.identifier) == ["v5-web", "v9-web-lockout"])
+        #expect(WebRegistration.migrations.map(\.identifier) == ["v5-web", "v9-web-lockout", "v20-web-scope"])
         let home = NSTemporaryDirectory() + "sm-webreg-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: home) }
         let store = try LibraryStore(home: home)
