@@ -4,7 +4,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef void SSL_CTX;
@@ -106,6 +108,9 @@ void *sm_tls_server(const char *cert, const char *key, char *err, size_t errlen)
 
 void *sm_tls_client(char *err, size_t errlen) {
     pthread_once(&once, load);
+    /* OpenSSL writes to the socket without MSG_NOSIGNAL: a hub that resets the connection
+     * must be an error, not a SIGPIPE that ends the process. */
+    signal(SIGPIPE, SIG_IGN);
     if (load_error[0]) {
         snprintf(err, errlen, "%s", load_error);
         return NULL;
@@ -137,13 +142,16 @@ int sm_tls_peer_fingerprint(void *conn, char *out, size_t outlen) {
     if (!cert) return -1;
     int len = L.i2d_X509(cert, NULL);
     if (len <= 0 || len > 1 << 20) { L.X509_free(cert); return -1; }
-    unsigned char der[len];
+    unsigned char *der = malloc((size_t)len);
+    if (!der) { L.X509_free(cert); return -1; }
     unsigned char *p = der;
-    if (L.i2d_X509(cert, &p) != len) { L.X509_free(cert); return -1; }
+    if (L.i2d_X509(cert, &p) != len) { free(der); L.X509_free(cert); return -1; }
     L.X509_free(cert);
     unsigned char md[32];
     unsigned int mdlen = 0;
-    if (L.EVP_Digest(der, (size_t)len, md, &mdlen, L.EVP_sha256(), NULL) != 1 || mdlen != 32) return -1;
+    int ok = L.EVP_Digest(der, (size_t)len, md, &mdlen, L.EVP_sha256(), NULL);
+    free(der);
+    if (ok != 1 || mdlen != 32) return -1;
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
     return 0;
 }

@@ -93,9 +93,11 @@ public struct Settings: Sendable, Equatable {
             values[key] = value
             return
         }
-        var trial = self
-        trial.values[key] = value
-        _ = try TimerConfiguration(settings: trial, options: [:], catalog: catalog)
+        // Checked as the option typed over the other settings (strictly: a sound the settings
+        // name that is not here would only fall back to the default).
+        var others = self
+        others.values[key] = nil
+        _ = try TimerConfiguration(settings: others, options: [key: value], catalog: catalog)
         values[key] = value
     }
 
@@ -127,13 +129,14 @@ public struct Settings: Sendable, Equatable {
                 for key in Set(before.keys).union(settings.values.keys) where before[key] != settings.values[key] {
                     changed.append((key, settings.values[key]))
                 }
+                // Recorded under the file's lock (a peer's settings are written under it too).
+                if recording && !changed.isEmpty { SyncSettings.record(home: folder, changed) }
             }
         } catch let error as CoreError {
             throw error
         } catch {
             throw CoreError.io(path: path, reason: .systemError)
         }
-        if recording && !changed.isEmpty { SyncSettings.record(home: folder, changed) }
     }
 
     /// Sets a shared setting as a peer's journal has it (checked when it came; nil: the default).

@@ -39,8 +39,19 @@ public struct TimerConfiguration: Sendable, Equatable {
 
     /// Builds the configuration from the settings overlaid with command-line options
     /// (both as typed text, keyed like the options), through the typed request.
+    /// A sound the settings name that is not here (a shared setting from another device
+    /// whose imported sound has not arrived, or never will under `sync files none`) plays
+    /// as the default instead: the settings never stop a timer (an option typed does).
     public init(settings: Settings, options: [String: String], catalog: SoundCatalog) throws(CoreError) {
-        let stored = try TimerRequest(text: settings.timerValues)
+        var stored = try TimerRequest(text: settings.timerValues)
+        func here(_ id: String?) -> String? {
+            guard let id, id != "silent", id != "off" else { return id }
+            return catalog.sounds.contains { $0.id == id } ? id : nil
+        }
+        stored.gong = here(stored.gong)
+        stored.intervalGong = here(stored.intervalGong)
+        stored.sectionGong = here(stored.sectionGong)
+        stored.ambience = here(stored.ambience)
         try self.init(request: stored.overlaid(by: try TimerRequest(text: options)), catalog: catalog)
     }
 }

@@ -70,7 +70,15 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let store = try openStore()
             do throws(SyncError) {
-                let report = try SyncPeer(store: store).cycle()
+                let report: SyncPeer.Report
+                do {
+                    report = try SyncPeer(store: store).cycle()
+                } catch {
+                    // Pages may have been applied before it failed: a running daemon reads its schedule again.
+                    if case .refused = error { ScheduleCommand.notifyDaemon(start: false) }
+                    if case .unreachable = error { ScheduleCommand.notifyDaemon(start: false) }
+                    throw error
+                }
                 // A running daemon reads the schedule again (entries from other devices ring).
                 if report.changed > 0 { ScheduleCommand.notifyDaemon(start: false) }
                 if json { Console.out(jsonText(report)); return }
@@ -186,7 +194,10 @@ struct SyncCommand: ParsableCommand {
             let store = try openStore()
             let service = SyncService(store: store)
             do throws(SyncError) {
-                if let name { try service.setDeviceName(name) }
+                if let name {
+                    try service.setDeviceName(name)
+                    ScheduleCommand.notifyDaemon(start: false)
+                }
                 Console.out(try service.deviceName())
             } catch {
                 throw SyncCommand.fail(error)

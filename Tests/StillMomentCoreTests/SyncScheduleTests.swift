@@ -58,6 +58,29 @@ struct SyncScheduleTests {
         #expect(listing.first?.next == nil && listing.first?.elsewhere == true && listing.first?.devices == "pi-hall")
     }
 
+    @Test("a timer entry's sound device stays on its device: not sent, and kept when a peer's change of the entry is applied")
+    func deviceStays() throws {
+        let hub = try SyncReplica(), a = try SyncReplica(), b = try SyncReplica()
+        let now = Int64(Date().timeIntervalSince1970)
+        var request = TimerRequest()
+        request.duration = 600_000
+        request.device = try DeviceName(parsing: "null")
+        let entry = NewScheduleEntry(when: try ScheduleWhen(parsing: "daily 07:00"), action: .timer(preset: nil, request: request), name: "Sit")
+        try ScheduleStore(store: a.store).add([entry], replacing: false, now: now)
+        try a.cycle(with: hub)
+        try b.cycle(with: hub, device: 2)
+        guard case .timer(_, let onB)? = try ScheduleStore(store: b.store).all().first?.action else { Issue.record("no timer on B"); return }
+        #expect(onB.device == nil && onB.duration == 600_000)
+        // B switches it off; A applies that and keeps its own device.
+        let idB = try #require(try ScheduleStore(store: b.store).all().first?.id)
+        try ScheduleStore(store: b.store).setEnabled(idB, false, now: now)
+        try b.cycle(with: hub, device: 2)
+        try a.cycle(with: hub)
+        let onA = try #require(try ScheduleStore(store: a.store).all().first)
+        guard case .timer(_, let mine) = onA.action else { Issue.record("no timer on A"); return }
+        #expect(!onA.enabled && mine.device?.text == "null")
+    }
+
     @Test("a bell for rooms stays the rooms' own; a peer's hostile entries are refused whole")
     func roomsAndHostile() throws {
         let a = try SyncReplica()
@@ -133,5 +156,23 @@ struct SyncSettingsTests {
             #expect(throws: SyncError.self, "\(field) \(value)") { try a.sync.receive([c]) }
         }
         #expect(try Self.settings(a).value("duration") == "40m" && Self.settings(a).value("device") == "null")
+    }
+}
+
+@Suite("Settings naming a sound that is not here")
+struct SettingsFallbackTests {
+    @Test("a sound the settings name that is not here plays as the default; `settings set` still refuses one")
+    func fallback() throws {
+        let catalog = try SoundCatalog.bundled()
+        var settings = Settings()
+        #expect(throws: CoreError.self) { try settings.set("gong", "my-bell", catalog: catalog) }
+        try settings.set("duration", "15m", catalog: catalog)
+        // As a peer's shared setting writes it (its sound still arriving).
+        settings.setShared("gong", "my-bell")
+        settings.setShared("ambience", "garden-rain")
+        let config = try TimerConfiguration(settings: settings, options: [:], catalog: catalog)
+        #expect(config.duration == 900_000)
+        // A typed option is strict.
+        #expect(throws: CoreError.self) { try TimerConfiguration(settings: settings, options: ["gong": "my-bell"], catalog: catalog) }
     }
 }

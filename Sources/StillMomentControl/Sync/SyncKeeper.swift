@@ -96,7 +96,10 @@ final class SyncKeeper: Sendable {
                 // three looks (a stopped process holding it would stop sync for good).
                 let busy = state.withLock { s -> Int in s.busy += 1; return s.busy }
                 if busy == 3 { failure = error.text(.en) }
-            default: failure = error.text(.en)
+            default:
+                failure = error.text(.en)
+                // Pages may have been applied before it failed (a file's failure comes last).
+                state.withLock { $0.changed = true }
             }
         }
         let report = state.withLock { s -> String? in

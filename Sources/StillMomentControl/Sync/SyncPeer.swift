@@ -38,6 +38,8 @@ public struct SyncPeer: Sendable {
             }
             pinned = fp
         }
+        // The name first: nothing is paired under a name this device would refuse.
+        do { _ = try Names.check(name, option: "--name", maxLength: 64) } catch { throw .refused(error.words) }
         let client = try HTTPClient(url: url, pinned: pinned)
         if pinned != nil && !client.secure {
             throw .refused(both("a fingerprint goes with an https:// hub", "ein Fingerabdruck gehört zu einem https://-Hub"))

@@ -66,8 +66,11 @@ public enum SyncFiles {
     /// whole length finish a file whose last append was cut before it was adopted.
     public static func append(_ hash: String, offset: Int64, bytes: [UInt8], store: LibraryStore) throws(SyncError) -> Outcome {
         guard SyncFileFacts.isHash(hash) else { throw .refused(both("not a content hash", "keine Inhaltsprüfsumme")) }
-        let sizes = try declaredSizes(hash, store)
-        guard let declared = sizes.max() else { return .unwanted }
+        let all = try declaredSizes(hash, store)
+        guard let declared = all.max() else { return .unwanted }
+        // Hashed at three lengths at most besides the longest (many records lying about one
+        // hash's size cannot make a file be hashed again and again).
+        let sizes = Set(all.sorted().prefix(3)).union([declared])
         let folders = SyncFolders(store)
         let path = partPath(hash, folders: folders)
         // Made by the first bytes only (a wrong offset leaves nothing behind).
@@ -147,6 +150,7 @@ public enum SyncFiles {
         } catch {
             throw .store(error)
         }
+        folders.afterCommit.run()
         unlink(path)
         return adopted
     }

@@ -139,6 +139,8 @@ public enum SyncMeditations {
         try db.execute(sql: "DROP TABLE meditation")
         try db.execute(sql: "ALTER TABLE meditationNew RENAME TO meditation")
         try db.execute(sql: "CREATE INDEX meditationContentHash ON meditation (contentHash)")
+        // The old table's trigger went with it: a deleted meditation still tells the schedule.
+        try db.execute(sql: "CREATE TRIGGER IF NOT EXISTS meditationRemoved AFTER DELETE ON meditation BEGIN UPDATE scheduleVersion SET n = n + 1; END")
         try seed(db)
     }
 
@@ -291,6 +293,8 @@ public struct SyncFolders: Sendable {
     public var lostAndFound: String
     /// The store's `settings.json` (shared settings from a peer are written there).
     public var settings: String
+    /// The store (what runs after the commit reads it again).
+    let store: LibraryStore
     /// Files to move once the transaction that took their rows away has committed (a
     /// transaction that rolls back leaves its rows and their files as they were).
     let afterCommit = AfterCommit()
@@ -299,6 +303,7 @@ public struct SyncFolders: Sendable {
         sounds = store.soundsFolder
         lostAndFound = store.lostAndFound
         settings = store.home + "/settings.json"
+        self.store = store
     }
 }
 

@@ -18,12 +18,29 @@ enum SyncSchedule {
 
     // MARK: writing (in the schedule's own transactions)
 
+    /// Records an entry (a timer's sound device left out: only each device's user chooses
+    /// one, and the entry keeps its own here).
     static func record(_ db: Database, uuid: String, name: String?, when: String, action: String, enabled: Bool, devices: [String]?) throws {
         try SyncJournal.record(db, .schedule, id: uuid, fields: [
-            ("entry", JSON(encoding: Entry(when: when, action: action, name: name)).line),
+            ("entry", JSON(encoding: Entry(when: when, action: withoutDevice(action), name: name)).line),
             ("enabled", enabled ? "true" : "false"),
             ("devices", devices.map { JSON(encoding: $0).line } ?? "null"),
         ])
+    }
+
+    /// An action's JSON without a timer's sound device.
+    static func withoutDevice(_ action: String) -> String {
+        guard case .timer(let preset, var request)? = try? JSON.decode(ScheduleAction.self, from: action.utf8), request.device != nil else { return action }
+        request.device = nil
+        return JSON(encoding: ScheduleAction.timer(preset: preset, request: request)).line
+    }
+
+    /// A peer's action with this entry's own sound device kept (a peer never sends one).
+    static func keepingDevice(_ action: String, from local: String?) -> String {
+        guard let local, case .timer(_, let mine)? = try? JSON.decode(ScheduleAction.self, from: local.utf8), let device = mine.device,
+              case .timer(let preset, var request)? = try? JSON.decode(ScheduleAction.self, from: action.utf8) else { return action }
+        request.device = device
+        return JSON(encoding: ScheduleAction.timer(preset: preset, request: request)).line
     }
 
     static func recordEnabled(_ db: Database, _ uuid: String, _ enabled: Bool) throws {
@@ -38,6 +55,13 @@ enum SyncSchedule {
     /// made here for this node recorded.
     static func migrate(_ db: Database) throws {
         try db.alter(table: "schedule") { t in t.add(column: "devices", .text) }
+        // A change of the devices an entry runs on is a change of the schedule; and the
+        // trigger a rebuilt meditation table lost (v17 before it recreated it) is there again.
+        try db.execute(sql: """
+            DROP TRIGGER IF EXISTS scheduleChanged;
+            CREATE TRIGGER scheduleChanged AFTER UPDATE OF name, whenText, action, enabled, devices ON schedule BEGIN UPDATE scheduleVersion SET n = n + 1; END;
+            CREATE TRIGGER IF NOT EXISTS meditationRemoved AFTER DELETE ON meditation BEGIN UPDATE scheduleVersion SET n = n + 1; END;
+            """)
         for id in try Int64.fetchAll(db, sql: "SELECT id FROM schedule WHERE uuid IS NULL") {
             try db.execute(sql: "UPDATE schedule SET uuid = ? WHERE id = ?", arguments: [UUID().uuidString.lowercased(), id])
         }
@@ -99,7 +123,7 @@ enum SyncSchedule {
         let now = Int64(Date().timeIntervalSince1970)
         for uuid in ids {
             guard let fields = records[uuid] else { continue }
-            let here = try Row.fetchOne(db, sql: "SELECT id, enabled, origin, rooms FROM schedule WHERE uuid = ?", arguments: [uuid])
+            let here = try Row.fetchOne(db, sql: "SELECT id, enabled, origin, rooms, action FROM schedule WHERE uuid = ?", arguments: [uuid])
             // Never an entry of the rooms' (theirs to keep in step) under a synced id.
             if let here, (here["origin"] as String?) != nil || (here["rooms"] as String?) != nil { continue }
             guard !SyncJournal.isDeleted(fields), let value = fields["entry"]?.value,
@@ -115,7 +139,7 @@ enum SyncSchedule {
                 try db.execute(sql: """
                     UPDATE schedule SET whenText = ?, action = ?, name = ?, enabled = ?, devices = ?,
                         lastHandled = CASE WHEN ? THEN max(lastHandled, ?) ELSE lastHandled END WHERE id = ?
-                    """, arguments: [e.when, e.action, e.name, enabled, devices, enabled && !wasOn, now, id])
+                    """, arguments: [e.when, keepingDevice(e.action, from: here["action"]), e.name, enabled, devices, enabled && !wasOn, now, id])
             } else {
                 let present = try Int.fetchOne(db, sql: "SELECT count(*) FROM schedule") ?? 0
                 guard present < ScheduleStore.maxEntries else { continue }

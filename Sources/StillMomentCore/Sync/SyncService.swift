@@ -65,7 +65,11 @@ public struct SyncService: Sendable {
     public func setDeviceName(_ name: String) throws(SyncError) {
         let checked: String
         do { checked = try Names.check(name, option: "--name", maxLength: 64) } catch { throw .refused(error.words) }
-        try write { db in try SyncJournal.setState(db, "name", checked) }
+        try write { db in
+            try SyncJournal.setState(db, "name", checked)
+            // Which entries ring here may have changed: the daemon reads the schedule again.
+            try db.execute(sql: "UPDATE scheduleVersion SET n = n + 1")
+        }
     }
 
     public func setHub(_ hub: Hub?) throws(SyncError) {

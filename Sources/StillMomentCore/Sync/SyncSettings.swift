@@ -42,9 +42,9 @@ public enum SyncSettings {
         do { _ = try TimerValue.parse(value, as: option) } catch { throw .refused(error.words) }
     }
 
-    /// Writes the journal's shared settings to `settings.json` once the transaction commits.
-    static func apply(_ db: Database, folders: SyncFolders) throws {
-        guard let fields = try SyncJournal.records(db, .setting, ids: [record])[record] else { return }
+    /// The shared settings as the journal has them (nil inside: the default).
+    static func values(_ db: Database) throws -> [String: String?] {
+        guard let fields = try SyncJournal.records(db, .setting, ids: [record])[record] else { return [:] }
         var values: [String: String?] = [:]
         for (key, change) in fields where shared.contains(key) {
             if change.value == "null" {
@@ -53,10 +53,17 @@ public enum SyncSettings {
                 values[key] = .some(v)
             }
         }
-        let path = folders.settings, chosen = values
+        return values
+    }
+
+    /// Writes the journal's shared settings to `settings.json` once the transaction commits,
+    /// read again under the file's lock (two merges, or a merge and a local change, cannot
+    /// leave the file behind the journal: a local change is recorded under the same lock).
+    static func apply(_ db: Database, folders: SyncFolders) throws {
+        let path = folders.settings, store = folders.store
         folders.afterCommit.add {
             try? Settings.update(path: path, droppingUnknown: true, recording: false) { settings throws(CoreError) in
-                for (key, value) in chosen { settings.setShared(key, value) }
+                for (key, value) in try store.read({ db in try values(db) }) { settings.setShared(key, value) }
             }
         }
     }

@@ -80,32 +80,36 @@ enum SyncSounds {
         if let damage = facts.damage { throw .refused(both("sound \(c.id): \(damage)", "Klang \(c.id): \(damage)")) }
     }
 
-    /// The sounds as the journal has them: (record, facts, the id shown), in the order made.
+    /// The sounds as the journal has them: (record, facts, the id shown), in the order they
+    /// were imported (their facts' time, then the record id: both set once).
     static func wanted(_ db: Database) throws -> [(record: String, facts: SyncSoundFacts, id: String)] {
-        var live: [(record: String, facts: SyncSoundFacts, stamp: HybridTimestamp)] = []
-        for (record, fields) in try SyncJournal.records(db, .sound) where !SyncJournal.isDeleted(fields) {
+        let all = try SyncJournal.records(db, .sound)
+        var live: [(record: String, facts: SyncSoundFacts)] = []
+        for (record, fields) in all where !SyncJournal.isDeleted(fields) {
             guard let field = fields["sound"], let facts = try? JSON.decode(SyncSoundFacts.self, from: field.value.utf8),
                   facts.damage == nil else { continue }
-            live.append((record, facts, field.stamp))
+            live.append((record, facts))
         }
-        live.sort { ($0.stamp, $0.record) < ($1.stamp, $1.record) }
-        // Ids no peer may take: the bundled sounds', and rows the journal does not hold.
+        live.sort { ($0.facts.added, $0.record) < ($1.facts.added, $1.record) }
+        // Ids no peer may take: the bundled sounds', and rows of no journal record at all.
         var taken: [String: String?] = [:]   // id → content hash (nil: not a peer's to share)
         for id in (try? SoundCatalog.bundled().sounds.map(\.id)) ?? [] { taken[id] = .some(nil) }
-        let records = Set(live.map(\.record))
         for row in try Row.fetchAll(db, sql: "SELECT id, storedFile FROM customSound") {
             guard let id: String = row["id"], let file: String = row["storedFile"] else { continue }
-            if !records.contains(String(file.prefix(36))) { taken[id] = .some(nil) }
+            if all[String(file.prefix(36))] == nil { taken[id] = .some(nil) }
         }
+        var next: [String: Int] = [:]   // the next suffix to try, by base id
         var out: [(record: String, facts: SyncSoundFacts, id: String)] = []
         for s in live {
             if let holder = taken[s.facts.id], holder == s.facts.hash { continue }   // the same sound again
             var id = s.facts.id
-            var n = 2
-            while taken[id] != nil {
+            var n = next[s.facts.id] ?? 2
+            while taken[id] != nil && n < 10_000 {
                 id = "\(s.facts.id.prefix(95))-\(n)"
                 n += 1
             }
+            next[s.facts.id] = n
+            guard taken[id] == nil else { continue }
             taken[id] = .some(s.facts.hash)
             out.append((s.record, s.facts, id))
         }
@@ -114,9 +118,13 @@ enum SyncSounds {
 
     /// Makes the table what the journal says: each wanted sound's row, its file linked from
     /// any file here of its content (`extra`: a whole, verified file just arrived); a sound
-    /// whose content is not here waits (arriving). Rows of records no longer wanted go.
+    /// whose content is not here waits (arriving). Rows of records no longer wanted, or shown
+    /// under another id now, leave first (so no id is held twice); the files of those that
+    /// go are moved (to Lost+Found, when no other sound holds the content) only after the
+    /// transaction commits.
     static func apply(_ db: Database, folders: SyncFolders, extra: [String: (path: String, size: Int64)] = [:]) throws {
         let wanted = try wanted(db)
+        let journal = try SyncJournal.records(db, .sound)
         var rows: [String: CustomSound] = [:]   // by stored file
         for row in try Row.fetchAll(db, sql: "SELECT * FROM customSound") {
             if let s = try? CustomSound(row: row) { rows[s.storedFile] = s }
@@ -132,51 +140,51 @@ enum SyncSounds {
                 source[h] = (folders.meditations + "/" + f, size)
             }
         }
-        let keep = Set(wanted.map { "\($0.record).\($0.facts.ext)" })
-        // Rows of the journal's records that are not wanted (a duplicate, a delete) go first,
-        // freeing their ids; their content stays wherever another sound holds it.
-        for (file, s) in rows where !keep.contains(file) {
-            guard let record = recordID(s), try SyncJournal.records(db, .sound, ids: [record])[record] != nil else { continue }
+        let byFile = Dictionary(wanted.map { ("\($0.record).\($0.facts.ext)", $0) }, uniquingKeysWith: { a, _ in a })
+        var leaving: [CustomSound] = []
+        for (file, s) in rows {
+            guard let record = recordID(s), journal[record] != nil else { continue }   // not sync's
+            if let w = byFile[file] {
+                // Kept: unless its id, name or kind is another now (it comes back below).
+                // A record whose content is not this row's (a peer rewrote it) leaves it be.
+                guard w.facts.hash == s.contentHash else { continue }
+                if s.id == w.id && s.name == w.facts.name && s.kind == w.facts.kind { continue }
+                try db.execute(sql: "DELETE FROM customSound WHERE storedFile = ?", arguments: [file])
+                rows[file] = nil
+                continue
+            }
             try db.execute(sql: "DELETE FROM customSound WHERE storedFile = ?", arguments: [file])
             rows[file] = nil
-            let path = folders.sounds + "/" + file
-            if source[s.contentHash]?.path == path {
-                // The only copy: it stays for the sound that replaces it, else goes to Lost+Found.
-                if wanted.contains(where: { $0.facts.hash == s.contentHash }) {
-                    let kept = folders.sounds + "/.kept-" + s.contentHash
-                    if rename(path, kept) == 0 { source[s.contentHash] = (kept, s.size) }
-                } else {
-                    try? Paths.makeFolder(folders.lostAndFound)
-                    if link(path, folders.lostAndFound + "/sound-" + file) == 0 { unlink(path) }
-                    source[s.contentHash] = nil
-                }
-            } else {
-                unlink(path)
-            }
+            leaving.append(s)
         }
         for w in wanted {
             let file = "\(w.record).\(w.facts.ext)"
-            if var row = rows[file] {
-                if row.id != w.id || row.name != w.facts.name || row.kind != w.facts.kind {
-                    try db.execute(sql: "DELETE FROM customSound WHERE storedFile = ?", arguments: [file])
-                    row.id = w.id
-                    row.name = w.facts.name
-                    row.kind = w.facts.kind
-                    try row.insert(db)
-                }
-                continue
-            }
-            // Arriving, unless its content is here (of the size it declares).
-            guard let from = source[w.facts.hash], from.size == w.facts.size else { continue }
+            guard rows[file] == nil else { continue }
             let target = folders.sounds + "/" + file
-            guard link(from.path, target) == 0 || errno == EEXIST else { continue }
+            if access(target, F_OK) != 0 {
+                // Arriving, unless its content is here (of the size it declares).
+                guard let from = source[w.facts.hash], from.size == w.facts.size else { continue }
+                guard link(from.path, target) == 0 || errno == EEXIST else { continue }
+            }
             let sound = CustomSound(id: w.id, storedFile: file, kind: w.facts.kind, name: w.facts.name, size: w.facts.size,
                                     contentHash: w.facts.hash, dateAdded: Date(timeIntervalSince1970: Double(w.facts.added) / 1000))
-            try db.execute(sql: "DELETE FROM customSound WHERE id = ?", arguments: [w.id])
             try sound.insert(db)
             if let frames = w.facts.frames { try LibraryStore.saveSoundLength(frames, of: sound, db) }
+            rows[file] = sound
         }
-        for name in LibraryStore.list(folders.sounds) where name.hasPrefix(".kept-") { unlink(folders.sounds + "/" + name) }
+        // The files of sounds that left: gone where another sound holds the content, else kept in Lost+Found.
+        let held = Set(rows.values.map(\.contentHash))
+        let sounds = folders.sounds, lostAndFound = folders.lostAndFound
+        for s in leaving {
+            let path = sounds + "/" + s.storedFile, keep = !held.contains(s.contentHash)
+            folders.afterCommit.add {
+                if keep {
+                    try? Paths.makeFolder(lostAndFound)
+                    if link(path, lostAndFound + "/sound-" + s.storedFile) != 0 && errno != EEXIST { return }
+                }
+                unlink(path)
+            }
+        }
     }
 
     /// The sounds wanted here whose content is not.
