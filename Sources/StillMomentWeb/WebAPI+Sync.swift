@@ -62,7 +62,8 @@ extension WebAPI {
                     }
                 }
                 let page = try sync.changes(after: after)
-                return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more, time: SyncJournal.wallMilliseconds())))
+                return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more,
+                                                     time: SyncJournal.wallMilliseconds(), last: page.last)))
             case ("GET", "/api/sync/files"):
                 // The contents this hub waits for (meditations whose rows came before their
                 // files), with what it holds of each: a device that has one sends it. Parts

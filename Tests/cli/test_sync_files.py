@@ -13,8 +13,7 @@ import time
 import pytest
 
 import smtest
-from roomsharness import Site
-from test_sync import Device, Hub, Net, http, shim  # noqa: F401  (shim: a fixture trio uses)
+from test_sync import Device, Hub, Net, http, presets_of, shim  # noqa: F401  (shim: a fixture trio uses)
 
 
 @pytest.fixture(scope="module")
@@ -377,3 +376,38 @@ def test_sync_over_tls_pins_the_hubs_certificate(new_home, net, tmp_path):
     r = a.home.run("sync", "now", lang="de_DE.UTF-8", prefix=net.device_prefix(0))
     assert r.rc != 0 and "anderes Zertifikat" in r.err, r
     assert json.loads(a.run("sync", "status", "--json").out)["pending"] > 0, "nothing was taken"
+
+
+def test_a_hub_restored_from_an_older_backup_is_noticed_and_filled_again(trio, tmp_path):
+    hub, a, b = trio()
+    assert a.run("preset", "save", "First", "--duration", "5m").rc == 0
+    a.sync()
+    # The hub's catalog as a backup made now (stopped, so its WAL is in the file).
+    hub.stop()
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    for name in os.listdir(hub.home.home):
+        if name.startswith("library.sqlite"):
+            with open(os.path.join(hub.home.home, name), "rb") as src, open(backup / name, "wb") as dst:
+                dst.write(src.read())
+    hub.start()
+    for k in range(3):
+        assert a.run("preset", "save", f"Later {k}", "--duration", "7m").rc == 0
+    a.sync()
+    b.sync()
+    assert len(presets_of(hub.home)) == 4
+    # The hub restored from the backup: A's cursor is past the hub's last change.
+    hub.stop()
+    for name in os.listdir(hub.home.home):
+        if name.startswith("library.sqlite"):
+            os.unlink(os.path.join(hub.home.home, name))
+    for name in os.listdir(backup):
+        with open(backup / name, "rb") as src, open(os.path.join(hub.home.home, name), "wb") as dst:
+            dst.write(src.read())
+    hub.start()
+    assert len(presets_of(hub.home)) == 1
+    report = a.sync()
+    assert report["hubWentBack"] is True and report["uploaded"] > 0, report
+    assert len(presets_of(hub.home)) == 4, presets_of(hub.home)
+    b.sync()
+    assert presets_of(b.home) == presets_of(hub.home)

@@ -24,6 +24,9 @@ public struct SyncPeer: Sendable {
         public var filesFetched = 0
         /// Bytes of files moved either way.
         public var fileBytes: Int64 = 0
+        /// The hub was behind this device's cursor (restored from an older backup): read again
+        /// from the start; everything here goes up again in the next cycle.
+        public var hubWentBack = false
     }
 
     /// Pairs this device with the hub at `url` with the PIN its `stillmoment web pair` shows.
@@ -86,6 +89,17 @@ public struct SyncPeer: Sendable {
         var report = Report(hub: hub.url)
         do {
             try run(service, hub, &report, stop: stop)
+            if report.hubWentBack {
+                // What it lost goes up at once (everything here is waiting again).
+                var again = Report(hub: hub.url)
+                try run(service, hub, &again, stop: stop)
+                report.uploaded += again.uploaded
+                report.downloaded += again.downloaded
+                report.changed += again.changed
+                report.filesSent += again.filesSent
+                report.filesFetched += again.filesFetched
+                report.fileBytes += again.fileBytes
+            }
             try service.noteCycle(error: nil, at: Date().timeIntervalSince1970)
         } catch {
             if case .stopped = error {} else { try? service.noteCycle(error: error.text(.en), at: Date().timeIntervalSince1970) }
@@ -133,6 +147,7 @@ public struct SyncPeer: Sendable {
         // Download from the cursor.
         try service.readAgainForNewKinds()
         var pages = 0
+        var wentBack = false
         while true {
             if stop() { throw .stopped }
             let cursor = try service.cursor()
@@ -143,6 +158,13 @@ public struct SyncPeer: Sendable {
                 throw .refused(both("the hub sent a page that is not ours: \(error)", "der Hub schickte eine Seite, die nicht von uns ist: \(error)"))
             }
             guard page.hub == hub.node else { throw Self.otherHub }
+            if let last = page.last, cursor > last, pages == 0, !wentBack {
+                // A hub restored from an older backup: read it all again, send it everything.
+                try service.hubWentBack(hub: hub.node)
+                report.hubWentBack = true
+                wentBack = true
+                continue
+            }
             guard page.next >= cursor else { throw .refused(both("the hub's cursor went back", "der Zeiger des Hubs ging zurück")) }
             report.changed += try service.take(page.changes, next: page.next, hubTime: page.time, hub: hub.node)
             report.downloaded += page.changes.count

@@ -176,21 +176,25 @@ public struct SyncPage: Sendable, Equatable, Codable {
     /// The hub's wall clock when it answered (ms since 1970): the stamps it sends are checked
     /// against it, as it checked them when it took them.
     public var time: Int64
-    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool, time: Int64) {
+    /// The last sequence number the hub has given (nil: an older hub). A device whose cursor
+    /// is past it reads from a hub restored from an older backup.
+    public var last: Int64?
+    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool, time: Int64, last: Int64? = nil) {
         self.hub = hub
         self.time = time
         self.changes = changes
         self.next = next
         self.more = more
+        self.last = last
     }
 
-    enum CodingKeys: String, CodingKey { case hub, changes, next, more, time }
+    enum CodingKeys: String, CodingKey { case hub, changes, next, more, time, last }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(hub: try c.decode(String.self, forKey: .hub), changes: try SyncChange.list(key: CodingKeys.changes, in: c),
                   next: try c.decode(Int64.self, forKey: .next), more: try c.decode(Bool.self, forKey: .more),
-                  time: try c.decode(Int64.self, forKey: .time))
+                  time: try c.decode(Int64.self, forKey: .time), last: try c.decodeIfPresent(Int64.self, forKey: .last))
     }
 }
 

@@ -261,11 +261,22 @@ public struct SyncService: Sendable {
 
     /// The changes written here after `cursor` (at most `batchLimit`), the cursor to ask
     /// from next, and whether there are more.
-    public func changes(after cursor: Int64) throws(SyncError) -> (changes: [SyncChange], next: Int64, more: Bool) {
+    public func changes(after cursor: Int64) throws(SyncError) -> (changes: [SyncChange], next: Int64, more: Bool, last: Int64) {
         try read { db in
             let page = try SyncJournal.changes(db, after: max(0, cursor), limit: Self.batchLimit)
             let more = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM syncField WHERE seq > ?)", arguments: [page.last]) ?? false
-            return (page.changes, page.last, more)
+            return (page.changes, page.last, more, try SyncJournal.lastSeq(db))
+        }
+    }
+
+    /// The hub's sequence is behind where this device has read (it was restored from an
+    /// older backup, or its catalog was replaced): read it again from the start and send it
+    /// everything here (merging what it has changes nothing). Nothing is lost either way.
+    public func hubWentBack(hub: String) throws(SyncError) {
+        try write { db in
+            try Self.stillPaired(db, hub)
+            try SyncJournal.setState(db, "cursor", nil)
+            try db.execute(sql: "UPDATE syncField SET pending = 1")
         }
     }
 
