@@ -23,7 +23,12 @@ extension WebAPI {
     func meditations() -> Response {
         do throws(CoreError) {
             let all = try store.all().sorted { ($0.teacher.lowercased(), $0.name.lowercased()) < ($1.teacher.lowercased(), $1.name.lowercased()) }
-            return .json(.object(["meditations": .array(all.map(Self.meditationJSON))]))
+            // Synced from another device, their files not here (yet): listed, not playable.
+            let arriving = ((try? SyncService(store: store).arriving()) ?? []).map { a -> JSON in
+                .object(["id": .string(a.id), "name": .string(a.name), "teacher": .string(a.teacher), "duration": .number(Double(a.duration)),
+                         "bytes": .number(Double(a.size)), "have": .number(Double(a.have)), "fetched": .bool(a.fetched)])
+            }
+            return .json(.object(["meditations": .array(all.map(Self.meditationJSON)), "arriving": .array(arriving)]))
         } catch {
             return failure(error)
         }

@@ -727,6 +727,32 @@ def test_practice_says_where_sync_stands_a_hub_for_one_device(web, app, page):
     assert line, text(d, "sync-state")
 
 
+def test_library_lists_a_meditation_arriving_from_another_device(web, app, page):
+    """A device's meditation reaches this hub as a row first: the Library lists it under
+    "Arriving from the sync hub", with no play button, until its file is here."""
+    d = page
+    status, _, body = web.request(app.port, "POST", "/api/sync/pair", {"pin": web.new_pin(), "name": "pi-hall"}, origin=None)
+    assert status == 200, body
+    node = "cccccccc-0000-4000-8000-00000000000c"
+    rid = "dddddddd-0000-4000-8000-00000000000d"
+    stamp = f"{int(time.time() * 1000):015d}-00000-{node}"
+    facts = {"hash": "ab" * 16, "size": 12_345_678, "ext": "mp3", "frames": 44_100 * 600, "rate": 44_100, "gain": -1.5,
+             "original": "walk.mp3", "added": int(time.time() * 1000)}
+    changes = [{"k": "meditation", "i": rid, "f": "file", "v": json.dumps(facts), "h": stamp},
+               {"k": "meditation", "i": rid, "f": "name", "v": json.dumps("Walking far"), "h": stamp},
+               {"k": "meditation", "i": rid, "f": "teacher", "v": json.dumps("Ajahn"), "h": stamp}]
+    status, _, body = web.request(app.port, "POST", "/api/sync/push", {"node": node, "changes": changes}, origin=None,
+                                  headers={"Authorization": "Bearer " + body["token"]})
+    assert status == 200, body
+    button(d, "Schedule").click()
+    button(d, "Library").click()
+    line = web.wait_for(d, lambda: (lambda t: t if "Walking far" in t else None)(
+        " ".join(e.text for e in d.find_elements(By.CSS_SELECTOR, "#arriving li"))))
+    assert line and "Ajahn" in line and "0 of 12 MB" in line, line
+    assert "Arriving from the sync hub" in text(d, "list")
+    assert not d.find_elements(By.CSS_SELECTOR, "#arriving button")
+
+
 def schedule_enabled(web):
     return json.loads(web.sm("schedule", "list", "--json").stdout)["entries"][0]["enabled"]
 

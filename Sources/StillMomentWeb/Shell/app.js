@@ -22,7 +22,8 @@ const TEXT = {
     off: 'off', trimStart: 'Start at (m:ss)', trimEnd: 'End at (m:ss)', save: 'Save', saved: 'Saved.', del: 'Delete',
     confirmDelete: 'Delete “{name}” from the library? The stored copy is removed.', deleted: 'Deleted.',
     deleteAnyway: 'Delete it anyway? Those entries will not ring until you change them.',
-    empty: 'The library is empty: add a file below.', noMatch: 'Nothing matches “{q}”.', uploading: 'Uploading {name}…',
+    empty: 'The library is empty: add a file below.', noMatch: 'Nothing matches “{q}”.',
+    arrivingHead: 'Arriving from the sync hub', arrivingOf: 'arriving, {have} of {size} MB', hubOnly: 'on the hub only', uploading: 'Uploading {name}…',
     analysing: 'Analysing {name}…', imported: '{name}: added', duplicate: '{name}: already in the library', replaced: '{name}: replaced a damaged copy',
     failed: '{name}: {message}', offline: 'Offline: reconnecting…', daemonDown: 'The player is not running; starting a sit starts it.',
     today: 'Today', week: 'This week', month: 'This month', year: 'This year', all: 'In all', sits: '{n} sits, {m} min',
@@ -50,7 +51,8 @@ const TEXT = {
     off: 'aus', trimStart: 'Beginn bei (m:ss)', trimEnd: 'Ende bei (m:ss)', save: 'Speichern', saved: 'Gespeichert.', del: 'Löschen',
     confirmDelete: '„{name}“ aus der Bibliothek löschen? Die gespeicherte Kopie wird entfernt.', deleted: 'Gelöscht.',
     deleteAnyway: 'Trotzdem löschen? Diese Einträge läuten nicht, bis du sie änderst.',
-    empty: 'Die Bibliothek ist leer: unten eine Datei hinzufügen.', noMatch: 'Nichts passt zu „{q}“.', uploading: '{name} wird hochgeladen…',
+    empty: 'Die Bibliothek ist leer: unten eine Datei hinzufügen.', noMatch: 'Nichts passt zu „{q}“.',
+    arrivingHead: 'Unterwegs vom Sync-Hub', arrivingOf: 'unterwegs, {have} von {size} MB', hubOnly: 'nur auf dem Hub', uploading: '{name} wird hochgeladen…',
     analysing: '{name} wird analysiert…', imported: '{name}: hinzugefügt', duplicate: '{name}: schon in der Bibliothek', replaced: '{name}: ersetzt eine beschädigte Kopie',
     failed: '{name}: {message}', offline: 'Offline: verbinde neu…', daemonDown: 'Der Player läuft nicht; eine neue Sitzung startet ihn.',
     today: 'Heute', week: 'Diese Woche', month: 'Dieser Monat', year: 'Dieses Jahr', all: 'Insgesamt', sits: '{n} Sitzungen, {m} Min.',
@@ -282,14 +284,24 @@ $('t-preset').addEventListener('change', () => {
 // MARK: the library
 
 let meditations = [];
+let arriving = [];
 async function loadLibrary() {
-  try { meditations = (await api('GET', '/api/meditations')).meditations; showLibrary(); } catch (e) { $('list').replaceChildren(el('p', { role: 'alert' }, e.message)); }
+  try { const lib = await api('GET', '/api/meditations'); meditations = lib.meditations; arriving = lib.arriving || []; showLibrary(); } catch (e) { $('list').replaceChildren(el('p', { role: 'alert' }, e.message)); }
 }
 $('search').addEventListener('input', () => showLibrary());
 function showLibrary() {
   const q = $('search').value.trim().toLowerCase();
-  const shown = meditations.filter((m) => !q || [m.name, m.teacher, m.album || ''].some((x) => x.toLowerCase().includes(q)));
-  if (shown.length === 0) { $('list').replaceChildren(el('p', {}, meditations.length === 0 ? t('empty') : t('noMatch', { q: $('search').value.trim() }))); return; }
+  const matches = (m) => !q || [m.name, m.teacher, m.album || ''].some((x) => x.toLowerCase().includes(q));
+  const shown = meditations.filter(matches);
+  // Synced from another device, their files not here yet: listed, never playable.
+  const coming = arriving.filter(matches);
+  const mb = (b) => String(Math.floor(b / 1e6));
+  const comingList = coming.length === 0 ? [] : [el('h3', {}, t('arrivingHead')), el('ul', { id: 'arriving' }, ...coming.map((a) =>
+    el('li', { class: 'arriving' }, (a.teacher ? a.teacher + ' – ' : '') + a.name + ' (' + (a.fetched ? t('arrivingOf', { have: mb(a.have), size: mb(a.bytes) }) : t('hubOnly')) + ')')))];
+  if (shown.length === 0) {
+    $('list').replaceChildren(el('p', {}, meditations.length === 0 ? t('empty') : t('noMatch', { q: $('search').value.trim() })), ...comingList);
+    return;
+  }
   const groups = new Map();
   for (const m of shown) { const k = m.teacher || '—'; if (!groups.has(k)) groups.set(k, []); groups.get(k).push(m); }
   const out = [];
@@ -297,7 +309,7 @@ function showLibrary() {
     out.push(el('h3', {}, teacher));
     out.push(el('ul', {}, ...list.map(item)));
   }
-  $('list').replaceChildren(...out);
+  $('list').replaceChildren(...out, ...comingList);
 }
 function gongSelect(id, value) {
   const s = el('select', { id }, el('option', { value: 'off' }, t('off')),
