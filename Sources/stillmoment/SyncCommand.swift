@@ -22,7 +22,7 @@ struct SyncCommand: ParsableCommand {
             A meditation's row comes first and its file after it (`sync files` says which \
             files this device fetches).
             """,
-        subcommands: [Pair.self, Now.self, Status.self, Files.self, Name.self, Off.self, Devices.self, Forget.self],
+        subcommands: [Pair.self, Now.self, Status.self, Files.self, Name.self, ResetClock.self, Off.self, Devices.self, Forget.self],
         defaultSubcommand: Status.self
     )
 
@@ -199,6 +199,22 @@ struct SyncCommand: ParsableCommand {
                     ScheduleCommand.notifyDaemon(start: false)
                 }
                 Console.out(try service.deviceName())
+            } catch {
+                throw SyncCommand.fail(error)
+            }
+        }
+    }
+
+    struct ResetClock: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "reset-clock",
+            abstract: "After this machine's clock once ran far ahead: set the sync clock back to now (what waits is stamped again).")
+        func run() throws {
+            let store = try openStore()
+            do throws(SyncError) {
+                let n = try SyncService(store: store).resetClock()
+                Console.out(tr("the sync clock now starts from this machine's time; \(n) waiting change(s) stamped again",
+                               "die Sync-Uhr geht jetzt von der Zeit dieses Rechners aus; \(n) wartende Änderung(en) neu gestempelt"))
             } catch {
                 throw SyncCommand.fail(error)
             }

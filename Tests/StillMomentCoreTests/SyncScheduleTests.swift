@@ -176,3 +176,30 @@ struct SettingsFallbackTests {
         #expect(throws: CoreError.self) { try TimerConfiguration(settings: settings, options: ["gong": "my-bell"], catalog: catalog) }
     }
 }
+
+@Suite("The sync clock reset")
+struct SyncClockResetTests {
+    @Test("a clock that ran a day ahead: its changes are refused until `sync reset-clock` stamps them again from now; others keep theirs")
+    func reset() throws {
+        let hub = try SyncReplica(), a = try SyncReplica()
+        _ = try a.presets.save("Before", request: try TimerRequest(text: ["duration": "5m"]), catalog: SyncTests.catalog)
+        try a.cycle(with: hub)
+        let day: Int64 = 86_400_000
+        try a.store.write { db in
+            let node = try SyncJournal.node(db)
+            let ahead = try #require(HybridTimestamp(milliseconds: SyncJournal.wallMilliseconds() + day, counter: 0, node: node))
+            try SyncJournal.setState(db, "clock", ahead.description)
+        }
+        _ = try a.presets.save("Ahead", request: try TimerRequest(text: ["duration": "7m"]), catalog: SyncTests.catalog)
+        #expect(throws: SyncError.self) { try a.cycle(with: hub) }
+        let kept = try a.store.read { db in try String.fetchOne(db, sql: "SELECT stamp FROM syncField WHERE pending = 0 ORDER BY stamp DESC LIMIT 1") }
+        #expect(try a.sync.resetClock() == 3, "the new preset's three fields")
+        try a.cycle(with: hub)
+        #expect(try hub.presets.all().map(\.name).sorted() == ["Ahead", "Before"])
+        // What the hub took before keeps its stamp; the clock is back near now.
+        #expect(try a.store.read { db in try String.fetchOne(db, sql: "SELECT stamp FROM syncField WHERE stamp = ?", arguments: [kept]) } == kept)
+        let clock = try a.store.read { db in try SyncJournal.state(db, "clock") }.flatMap(HybridTimestamp.init(text:))
+        #expect((clock?.milliseconds ?? .max) < SyncJournal.wallMilliseconds() + 60_000)
+    }
+}
+

@@ -114,6 +114,34 @@ public struct SyncService: Sendable {
         }
     }
 
+    /// Sets this node's sync clock back to now after the wall clock once ran far ahead (its
+    /// stamps would be refused by every peer until real time caught up): the changes waiting
+    /// here whose stamps are ahead of now (no peer took them) are stamped again from now;
+    /// every other change keeps its stamp (a waiting change stamped in the past must not win
+    /// over what others did since), and the clock never goes below the newest stamp kept.
+    /// Returns how many waiting changes were stamped again.
+    @discardableResult
+    public func resetClock() throws(SyncError) -> Int {
+        let wall = SyncJournal.wallMilliseconds()
+        return try write { db in
+            let node = try SyncJournal.node(db)
+            guard let now = HybridTimestamp(milliseconds: wall, counter: 0, node: node),
+                  let bound = HybridTimestamp(milliseconds: wall + HybridClock.maximumAhead, counter: 0, node: node) else { return 0 }
+            let ahead = "pending = 1 AND stamp > '\(bound.description)'"
+            let kept = try String.fetchOne(db, sql: "SELECT max(stamp) FROM syncField WHERE NOT (\(ahead))").flatMap(HybridTimestamp.init(text:))
+            try SyncJournal.setState(db, "clock", max(now, kept ?? now).description)
+            var again = 0
+            for row in try Row.fetchAll(db, sql: "SELECT kind, id, field, value FROM syncField WHERE \(ahead) ORDER BY seq") {
+                guard let k: String = row["kind"], let kind = SyncKind(rawValue: k), let id: String = row["id"],
+                      let field: String = row["field"], let value: String = row["value"] else { continue }
+                try db.execute(sql: "DELETE FROM syncField WHERE kind = ? AND id = ? AND field = ?", arguments: [k, id, field])
+                try SyncJournal.record(db, kind, id: id, fields: [(field, value)])
+                again += 1
+            }
+            return again
+        }
+    }
+
     // MARK: meditations' files
 
     /// Which meditations' files this device fetches: every one, none (rows only), or those
