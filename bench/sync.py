@@ -20,7 +20,8 @@
    saying so otherwise.
 
 Run: BIN=.build/release/stillmoment python3 bench/sync.py (make bench). Lines go to
-bench-out/results.txt in bench/lib.sh's format.
+bench-out/results.txt in bench/lib.sh's format. SYNC_FILES_ONLY=1: the file part only;
+SYNC_SKIP_FILES=1: all but it; IDLE_SECONDS: the wake-up window (default 600).
 """
 import json
 import os
@@ -224,7 +225,8 @@ if __name__ == "__main__":
     work = tempfile.mkdtemp(prefix="sm-bench-sync-")
     homes = []
     try:
-        files_over_link(work, homes)
+        if not os.environ.get("SYNC_SKIP_FILES"):
+            files_over_link(work, homes)
         if os.environ.get("SYNC_FILES_ONLY"):
             raise SystemExit(0)
         main(work, homes)

@@ -45,10 +45,14 @@ extension WebAPI {
                 do { upload = try JSON.decode(SyncUpload.self, from: body, strict: true) } catch {
                     return .error(422, "sync-refused", tr("not an upload of changes: \(error)", "kein Hochladen von Änderungen: \(error)"))
                 }
-                let changed = try sync.receive(upload.changes)
-                if changed > 0, let d = syncDevice(r) { log.info("sync: \(changed) field(s) from device \(d.id) (\(d.name))") }
-                return .json(.object(["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count)),
-                                      "kinds": .array(SyncKind.allCases.map { .string($0.rawValue) })]))
+                let received = try sync.receiving(upload.changes)
+                if received.changed > 0, let d = syncDevice(r) { log.info("sync: \(received.changed) field(s) from device \(d.id) (\(d.name))") }
+                var answer: [String: JSON] = ["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count)),
+                                              "kinds": .array(SyncKind.allCases.map { .string($0.rawValue) })]
+                if let stored = received.stored {
+                    answer["stored"] = .array([.number(Double(stored.lowerBound)), .number(Double(stored.upperBound))])
+                }
+                return .json(.object(answer))
             case ("GET", "/api/sync/pull"):
                 let after = r.query["after"].flatMap { Int64($0) } ?? 0
                 guard after >= 0 else { return .error(422, "bad-arguments", tr("after is a cursor (0 or more)", "after ist ein Zeiger (0 oder mehr)")) }

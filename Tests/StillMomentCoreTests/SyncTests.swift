@@ -19,8 +19,8 @@ final class SyncReplica: Sendable {
     /// A device's cycle with a hub: upload what waits, then read the hub from the cursor.
     func cycle(with hub: SyncReplica, device: Int64 = 1) throws {
         let pending = try sync.pending()
-        try hub.sync.receive(pending)
-        try sync.acknowledge(pending)
+        let received = try hub.sync.receiving(pending)
+        try sync.acknowledge(pending, stored: received.stored)
         try pull(from: hub, device: device)
     }
 

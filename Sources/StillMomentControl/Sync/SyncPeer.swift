@@ -139,7 +139,13 @@ public struct SyncPeer: Sendable {
                 return Set(list.compactMap(\.string))
             }
             let taken = known.map { known in batch.filter { known.contains($0.kind.rawValue) } } ?? batch
-            try service.acknowledge(taken, hub: hub.node)
+            // The hub's sequence numbers this upload alone took: not read back.
+            var stored: ClosedRange<Int64>?
+            if case .array(let pair)? = json["stored"], pair.count == 2, let a = pair[0].number, let b = pair[1].number,
+               a >= 1, b >= a, b < 1e15, a == a.rounded(), b == b.rounded() {
+                stored = Int64(a)...Int64(b)
+            }
+            try service.acknowledge(taken, hub: hub.node, stored: stored)
             if taken.count < batch.count { report.uploaded += taken.count; break }
             report.uploaded += batch.count
             if batch.count == pending.count && pending.count < SyncService.batchLimit { break }

@@ -202,10 +202,18 @@ public struct SyncService: Sendable {
 
     /// The hub took these (`hub`: the hub's node the cycle talks to; a device paired anew
     /// meanwhile keeps them waiting for its new hub).
-    public func acknowledge(_ changes: [SyncChange], hub: String? = nil) throws(SyncError) {
+    ///
+    /// `stored`: the hub's sequence numbers this upload took and nothing else (the hub says
+    /// so only then); when this device has read the hub up to just before them, its cursor
+    /// moves past them: it need not read its own changes back.
+    public func acknowledge(_ changes: [SyncChange], hub: String? = nil, stored: ClosedRange<Int64>? = nil) throws(SyncError) {
         try write { db in
             try Self.stillPaired(db, hub)
             try SyncJournal.acknowledge(db, changes)
+            if let stored, stored.lowerBound >= 1,
+               (try SyncJournal.state(db, "cursor").flatMap { Int64($0) } ?? 0) == stored.lowerBound - 1 {
+                try SyncJournal.setState(db, "cursor", String(stored.upperBound))
+            }
         }
     }
 
@@ -276,15 +284,33 @@ public struct SyncService: Sendable {
 
     // MARK: the hub's side
 
+    /// What an upload did on the hub: how many fields changed, and the sequence numbers
+    /// they took when those are the upload's alone (nothing else written between them).
+    public struct Received: Sendable, Equatable {
+        public var changed: Int
+        public var stored: ClosedRange<Int64>?
+    }
+
     /// A device's upload, merged and applied in one transaction (all or nothing).
     @discardableResult
     public func receive(_ changes: [SyncChange]) throws(SyncError) -> Int {
+        try receiving(changes).changed
+    }
+
+    public func receiving(_ changes: [SyncChange]) throws(SyncError) -> Received {
         guard changes.count <= Self.batchLimit else { throw .refused(both("more than \(Self.batchLimit) changes in one upload", "mehr als \(Self.batchLimit) Änderungen in einem Hochladen")) }
         let wall = SyncJournal.wallMilliseconds()
         let folders = SyncFolders(store)
-        let changed = try write { db in try SyncJournal.merge(db, changes, wall: wall, folders: folders) }
+        let received = try write { db -> Received in
+            let before = try SyncJournal.lastSeq(db)
+            let changed = try SyncJournal.merge(db, changes, wall: wall, folders: folders)
+            let after = try SyncJournal.lastSeq(db)
+            // Only the upload's own fields in the range (a record stamped again here on hearing
+            // a delete it survives would be left out of what the device then skips).
+            return Received(changed: changed, stored: changed > 0 && after - before == Int64(changed) ? (before + 1)...after : nil)
+        }
         folders.afterCommit.run()
-        return changed
+        return received
     }
 
     /// The changes written here after `cursor` (at most `batchLimit`), the cursor to ask
