@@ -1,7 +1,8 @@
 // The daemon's sync part: on a device paired with a hub, a cycle runs on a thread of its own
 // when something waits to be uploaded (looked at once a minute, and 10 s after a session
-// ends, which writes the practice log) and every 10 minutes otherwise (a cycle costs
-// wake-ups of its own thread and its socket: BENCHMARKS.md, "Sync"). It is driven by the
+// ends, which writes the practice log) and every 10 minutes otherwise (a cycle's thread and
+// socket cost a few wake-ups: +0.6 a minute in all over 20 idle minutes by `perf stat`,
+// BENCHMARKS.md, "Sync"). It is driven by the
 // daemon's own loop turns (an idle daemon turns every 5 s), so it adds no wake-up of its
 // own; a cycle that fails is logged once per new reason and tried again at the next look.
 import Glibc

@@ -79,6 +79,8 @@ public struct SyncService: Sendable {
             if before?.node != hub?.node {
                 try SyncJournal.setState(db, "cursor", nil)
                 try db.execute(sql: "UPDATE syncField SET pending = 1")
+                // Read from the start anyway: the kinds this version knows are known to it.
+                try SyncJournal.setState(db, "kinds", Self.knownKinds)
             }
         }
     }
@@ -230,8 +232,10 @@ public struct SyncService: Sendable {
     /// A device that has learnt kinds of record since it last read the hub (a new version:
     /// pages passed over them before) reads the hub from the start again, once; merging
     /// what it holds already changes nothing.
+    static var knownKinds: String { SyncKind.allCases.map(\.rawValue).sorted().joined(separator: ",") }
+
     public func readAgainForNewKinds() throws(SyncError) {
-        let known = SyncKind.allCases.map(\.rawValue).sorted().joined(separator: ",")
+        let known = Self.knownKinds
         try write { db in
             guard try SyncJournal.state(db, "kinds") != known else { return }
             try SyncJournal.setState(db, "cursor", nil)
