@@ -45,9 +45,10 @@ extension WebAPI {
                 do { upload = try JSON.decode(SyncUpload.self, from: body, strict: true) } catch {
                     return .error(422, "sync-refused", tr("not an upload of changes: \(error)", "kein Hochladen von Änderungen: \(error)"))
                 }
+                let epoch = try sync.epoch(seenCursor: upload.cursor)
                 let received = try sync.receiving(upload.changes)
                 if received.changed > 0, let d = syncDevice(r) { log.info("sync: \(received.changed) field(s) from device \(d.id) (\(d.name))") }
-                var answer: [String: JSON] = ["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count)),
+                var answer: [String: JSON] = ["hub": .string(try sync.node()), "taken": .number(Double(upload.changes.count)), "epoch": .string(epoch),
                                               "kinds": .array(SyncKind.allCases.map { .string($0.rawValue) })]
                 if let stored = received.stored {
                     answer["stored"] = .array([.number(Double(stored.lowerBound)), .number(Double(stored.upperBound))])
@@ -65,9 +66,10 @@ extension WebAPI {
                         if collected > 0 { log.info("sync: \(collected) delete(s) read by every device collected") }
                     }
                 }
+                let epoch = try sync.epoch(seenCursor: after)
                 let page = try sync.changes(after: after)
                 return .json(JSON(encoding: SyncPage(hub: try sync.node(), changes: page.changes, next: page.next, more: page.more,
-                                                     time: SyncJournal.wallMilliseconds(), last: page.last)))
+                                                     time: SyncJournal.wallMilliseconds(), last: page.last, epoch: epoch)))
             case ("GET", "/api/sync/files"):
                 // The contents this hub waits for (meditations whose rows came before their
                 // files), with what it holds of each: a device that has one sends it. Parts

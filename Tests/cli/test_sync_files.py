@@ -379,35 +379,47 @@ def test_sync_over_tls_pins_the_hubs_certificate(new_home, net, tmp_path):
 
 
 def test_a_hub_restored_from_an_older_backup_is_noticed_and_filled_again(trio, tmp_path):
+    """The hub restored from a backup made before five presets (two of A's, two of B's, one
+    of B's that A never read): the first device to speak (with a change waiting, so it
+    uploads before it reads) makes the hub take a new epoch; every device that hears it
+    reads the hub from the start and sends it everything it holds; nothing is lost."""
     hub, a, b = trio()
+
+    def catalog_files():
+        return [n for n in os.listdir(hub.home.home) if n.startswith("library.sqlite")]
+
     assert a.run("preset", "save", "First", "--duration", "5m").rc == 0
     a.sync()
-    # The hub's catalog as a backup made now (stopped, so its WAL is in the file).
+    b.sync()
     hub.stop()
     backup = tmp_path / "backup"
     backup.mkdir()
-    for name in os.listdir(hub.home.home):
-        if name.startswith("library.sqlite"):
-            with open(os.path.join(hub.home.home, name), "rb") as src, open(backup / name, "wb") as dst:
-                dst.write(src.read())
+    for name in catalog_files():
+        with open(os.path.join(hub.home.home, name), "rb") as src, open(backup / name, "wb") as dst:
+            dst.write(src.read())
     hub.start()
-    for k in range(3):
-        assert a.run("preset", "save", f"Later {k}", "--duration", "7m").rc == 0
-    a.sync()
+    for dev, name in ((a, "A1"), (b, "B1"), (a, "A2")):
+        assert dev.run("preset", "save", name, "--duration", "7m").rc == 0
+        dev.sync()
     b.sync()
-    assert len(presets_of(hub.home)) == 4
-    # The hub restored from the backup: A's cursor is past the hub's last change.
+    assert b.run("preset", "save", "B2", "--duration", "9m").rc == 0
+    b.sync()            # A never reads B2 before the restore
+    assert len(presets_of(hub.home)) == 5
     hub.stop()
-    for name in os.listdir(hub.home.home):
-        if name.startswith("library.sqlite"):
-            os.unlink(os.path.join(hub.home.home, name))
+    for name in catalog_files():
+        os.unlink(os.path.join(hub.home.home, name))
     for name in os.listdir(backup):
         with open(backup / name, "rb") as src, open(os.path.join(hub.home.home, name), "wb") as dst:
             dst.write(src.read())
     hub.start()
-    assert len(presets_of(hub.home)) == 1
+    assert [p[0] for p in presets_of(hub.home)] == ["First"]
+    # A speaks first, with a change waiting: it uploads before it reads.
+    assert a.run("preset", "save", "A3", "--duration", "3m").rc == 0
     report = a.sync()
-    assert report["hubWentBack"] is True and report["uploaded"] > 0, report
-    assert len(presets_of(hub.home)) == 4, presets_of(hub.home)
-    b.sync()
-    assert presets_of(b.home) == presets_of(hub.home)
+    assert report["hubWentBack"] is True, report
+    report = b.sync()
+    assert report["hubWentBack"] is True, report
+    a.sync()
+    want = sorted(["First", "A1", "A2", "A3", "B1", "B2"])
+    for home in (hub.home, a.home, b.home):
+        assert sorted(p[0] for p in presets_of(home)) == want, (home.dir, presets_of(home))

@@ -129,9 +129,11 @@ public struct SyncPeer: Sendable {
                 batch.append(c)
                 bytes += size
             }
-            let body = JSON(encoding: SyncUpload(node: node, changes: batch)).line
+            let body = JSON(encoding: SyncUpload(node: node, changes: batch, cursor: try service.cursor())).line
             let json = try Self.answer(try client.send("POST", "/api/sync/push", headers: auth, body: Array(body.utf8)))
             guard json["hub"]?.string == hub.node else { throw Self.otherHub }
+            // A hub restored from an older backup: everything here waits for it again.
+            if try service.heardEpoch(json["epoch"]?.string, hub: hub.node) { report.hubWentBack = true }
             // What the hub took: the kinds it knows (an older hub passes over the others,
             // which wait here until it knows them).
             let known: Set<String>? = json["kinds"].flatMap { k -> Set<String>? in
@@ -164,10 +166,11 @@ public struct SyncPeer: Sendable {
                 throw .refused(both("the hub sent a page that is not ours: \(error)", "der Hub schickte eine Seite, die nicht von uns ist: \(error)"))
             }
             guard page.hub == hub.node else { throw Self.otherHub }
-            if let last = page.last, cursor > last, pages == 0, !wentBack {
-                // A hub restored from an older backup: read it all again, send it everything.
-                try service.hubWentBack(hub: hub.node)
+            if try service.heardEpoch(page.epoch, hub: hub.node) {
+                // A hub restored from an older backup: read it all again (everything here goes
+                // up to it after this read).
                 report.hubWentBack = true
+                guard !wentBack else { throw .refused(both("the hub's epoch changed twice in one cycle", "die Epoche des Hubs wechselte zweimal in einem Abgleich")) }
                 wentBack = true
                 continue
             }

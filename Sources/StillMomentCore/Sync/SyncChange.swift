@@ -176,25 +176,31 @@ public struct SyncPage: Sendable, Equatable, Codable {
     /// The hub's wall clock when it answered (ms since 1970): the stamps it sends are checked
     /// against it, as it checked them when it took them.
     public var time: Int64
-    /// The last sequence number the hub has given (nil: an older hub). A device whose cursor
-    /// is past it reads from a hub restored from an older backup.
+    /// The last sequence number the hub has given (nil: an older hub).
     public var last: Int64?
-    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool, time: Int64, last: Int64? = nil) {
+    /// The hub's journal's epoch: a new one each time the hub finds a device that has read
+    /// past its last change (it was restored from an older backup). A device that sees
+    /// another epoch than the one it knows reads the hub from the start and sends it
+    /// everything it holds (nil: an older hub).
+    public var epoch: String?
+    public init(hub: String, changes: [SyncChange], next: Int64, more: Bool, time: Int64, last: Int64? = nil, epoch: String? = nil) {
         self.hub = hub
         self.time = time
         self.changes = changes
         self.next = next
         self.more = more
         self.last = last
+        self.epoch = epoch
     }
 
-    enum CodingKeys: String, CodingKey { case hub, changes, next, more, time, last }
+    enum CodingKeys: String, CodingKey { case hub, changes, next, more, time, last, epoch }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(hub: try c.decode(String.self, forKey: .hub), changes: try SyncChange.list(key: CodingKeys.changes, in: c),
                   next: try c.decode(Int64.self, forKey: .next), more: try c.decode(Bool.self, forKey: .more),
-                  time: try c.decode(Int64.self, forKey: .time), last: try c.decodeIfPresent(Int64.self, forKey: .last))
+                  time: try c.decode(Int64.self, forKey: .time), last: try c.decodeIfPresent(Int64.self, forKey: .last),
+                  epoch: try c.decodeIfPresent(String.self, forKey: .epoch))
     }
 }
 
@@ -202,15 +208,19 @@ public struct SyncPage: Sendable, Equatable, Codable {
 public struct SyncUpload: Sendable, Codable {
     public var node: String
     public var changes: [SyncChange]
-    public init(node: String, changes: [SyncChange]) {
+    /// Where the device has read the hub to (a hub behind it was restored: see `epoch`).
+    public var cursor: Int64?
+    public init(node: String, changes: [SyncChange], cursor: Int64? = nil) {
         self.node = node
         self.changes = changes
+        self.cursor = cursor
     }
 
-    enum CodingKeys: String, CodingKey { case node, changes }
+    enum CodingKeys: String, CodingKey { case node, changes, cursor }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(node: try c.decode(String.self, forKey: .node), changes: try SyncChange.list(key: CodingKeys.changes, in: c))
+        self.init(node: try c.decode(String.self, forKey: .node), changes: try SyncChange.list(key: CodingKeys.changes, in: c),
+                  cursor: try c.decodeIfPresent(Int64.self, forKey: .cursor))
     }
 }

@@ -78,6 +78,7 @@ public struct SyncService: Sendable {
             try SyncJournal.setState(db, "hub", hub.map { JSON(encoding: $0).line })
             if before?.node != hub?.node {
                 try SyncJournal.setState(db, "cursor", nil)
+                try SyncJournal.setState(db, "hubEpoch", nil)
                 try db.execute(sql: "UPDATE syncField SET pending = 1")
                 // Read from the start anyway: the kinds this version knows are known to it.
                 try SyncJournal.setState(db, "kinds", Self.knownKinds)
@@ -129,11 +130,15 @@ public struct SyncService: Sendable {
             let node = try SyncJournal.node(db)
             guard let now = HybridTimestamp(milliseconds: wall, counter: 0, node: node),
                   let bound = HybridTimestamp(milliseconds: wall + HybridClock.maximumAhead, counter: 0, node: node) else { return 0 }
-            let ahead = "pending = 1 AND stamp > '\(bound.description)'"
-            let kept = try String.fetchOne(db, sql: "SELECT max(stamp) FROM syncField WHERE NOT (\(ahead))").flatMap(HybridTimestamp.init(text:))
+            // This node's own waiting changes stamped ahead (a change of another node, waiting
+            // again after a new pairing, keeps its stamp and its node).
+            let ahead = "pending = 1 AND stamp > ? AND substr(stamp, -36) = ?"
+            let args: StatementArguments = [bound.description, node]
+            let kept = try String.fetchOne(db, sql: "SELECT max(stamp) FROM syncField WHERE NOT (\(ahead))", arguments: args)
+                .flatMap(HybridTimestamp.init(text:))
             try SyncJournal.setState(db, "clock", max(now, kept ?? now).description)
             var again = 0
-            for row in try Row.fetchAll(db, sql: "SELECT kind, id, field, value FROM syncField WHERE \(ahead) ORDER BY seq") {
+            for row in try Row.fetchAll(db, sql: "SELECT kind, id, field, value FROM syncField WHERE \(ahead) ORDER BY seq", arguments: args) {
                 guard let k: String = row["kind"], let kind = SyncKind(rawValue: k), let id: String = row["id"],
                       let field: String = row["field"], let value: String = row["value"] else { continue }
                 try db.execute(sql: "DELETE FROM syncField WHERE kind = ? AND id = ? AND field = ?", arguments: [k, id, field])
@@ -327,14 +332,40 @@ public struct SyncService: Sendable {
         }
     }
 
-    /// The hub's sequence is behind where this device has read (it was restored from an
-    /// older backup, or its catalog was replaced): read it again from the start and send it
-    /// everything here (merging what it has changes nothing). Nothing is lost either way.
-    public func hubWentBack(hub: String) throws(SyncError) {
-        try write { db in
+    /// The hub's epoch (made on first use): it changes when a device is found to have read
+    /// past the hub's last change (`cursor`, where the asking device has read to: the hub
+    /// was restored from an older backup, or its catalog replaced), so that every device,
+    /// also one that has not read that far, learns of it.
+    public func epoch(seenCursor cursor: Int64?) throws(SyncError) -> String {
+        // Read first (every request asks): written only when made or changed.
+        let seen = try read { db -> String? in
+            guard let epoch = try SyncJournal.state(db, "epoch"), (cursor ?? 0) <= (try SyncJournal.lastSeq(db)) else { return nil }
+            return epoch
+        }
+        if let seen { return seen }
+        return try write { db in
+            let last = try SyncJournal.lastSeq(db)
+            if let epoch = try SyncJournal.state(db, "epoch"), (cursor ?? 0) <= last { return epoch }
+            let fresh = UUID().uuidString.lowercased()
+            try SyncJournal.setState(db, "epoch", fresh)
+            return fresh
+        }
+    }
+
+    /// A hub's epoch as a device heard it: the first one is kept; another one means the
+    /// hub went back (restored from an older backup): this device reads it again from the
+    /// start and sends it everything here (merging what it has changes nothing). Returns
+    /// whether it went back.
+    public func heardEpoch(_ epoch: String?, hub: String) throws(SyncError) -> Bool {
+        guard let epoch, HybridTimestamp.isNodeID(epoch) else { return false }
+        return try write { db in
             try Self.stillPaired(db, hub)
+            let known = try SyncJournal.state(db, "hubEpoch")
+            try SyncJournal.setState(db, "hubEpoch", epoch)
+            guard let known, known != epoch else { return false }
             try SyncJournal.setState(db, "cursor", nil)
             try db.execute(sql: "UPDATE syncField SET pending = 1")
+            return true
         }
     }
 
