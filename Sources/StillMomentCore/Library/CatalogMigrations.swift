@@ -69,25 +69,7 @@ extension LibraryStore {
     }
 
     private static func createCatalogTables(_ db: Database) throws {
-        try db.create(table: "meditation") { t in
-            t.primaryKey("id", .text)
-            t.column("storedFile", .text).notNull().unique()
-            t.column("originalName", .text).notNull()
-            t.column("durationFrames", .integer).notNull()
-            t.column("sampleRate", .integer).notNull()
-            t.column("teacher", .text).notNull()
-            t.column("name", .text).notNull()
-            t.column("album", .text)
-            t.column("dateAdded", .datetime).notNull()
-            t.column("trimStart", .integer)
-            t.column("trimEnd", .integer)
-            t.column("startGong", .text)
-            t.column("endGong", .text)
-            t.column("size", .integer).notNull()
-            t.column("contentHash", .text).notNull().unique()
-            t.column("loudnessGain", .double).notNull()
-            t.column("lastPosition", .integer)
-        }
+        try db.create(table: "meditation") { t in meditationColumns(t, uniqueHash: true) }
         try db.create(table: "customSound") { t in
             t.primaryKey("id", .text)
             t.column("storedFile", .text).notNull().unique()
@@ -97,5 +79,28 @@ extension LibraryStore {
             t.column("contentHash", .text).notNull()
             t.column("dateAdded", .datetime).notNull()
         }
+    }
+
+    /// The meditation table's columns: v1's (the content hash unique) and v17's (one content
+    /// may be two meditations, made on two devices), in one place.
+    static func meditationColumns(_ t: TableDefinition, uniqueHash: Bool) {
+        t.primaryKey("id", .text)
+        t.column("storedFile", .text).notNull().unique()
+        t.column("originalName", .text).notNull()
+        t.column("durationFrames", .integer).notNull()
+        t.column("sampleRate", .integer).notNull()
+        t.column("teacher", .text).notNull()
+        t.column("name", .text).notNull()
+        t.column("album", .text)
+        t.column("dateAdded", .datetime).notNull()
+        t.column("trimStart", .integer)
+        t.column("trimEnd", .integer)
+        t.column("startGong", .text)
+        t.column("endGong", .text)
+        t.column("size", .integer).notNull()
+        let hash = t.column("contentHash", .text).notNull()
+        if uniqueHash { hash.unique() }
+        t.column("loudnessGain", .double).notNull()
+        t.column("lastPosition", .integer)
     }
 }

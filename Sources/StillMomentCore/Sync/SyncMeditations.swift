@@ -113,25 +113,7 @@ public enum SyncMeditations {
     /// SQLite describes; GRDB runs a migration with foreign keys off and checks them before
     /// it commits); and every meditation there is, recorded.
     static func migrate(_ db: Database) throws {
-        try db.create(table: "meditationNew") { t in
-            t.primaryKey("id", .text)
-            t.column("storedFile", .text).notNull().unique()
-            t.column("originalName", .text).notNull()
-            t.column("durationFrames", .integer).notNull()
-            t.column("sampleRate", .integer).notNull()
-            t.column("teacher", .text).notNull()
-            t.column("name", .text).notNull()
-            t.column("album", .text)
-            t.column("dateAdded", .datetime).notNull()
-            t.column("trimStart", .integer)
-            t.column("trimEnd", .integer)
-            t.column("startGong", .text)
-            t.column("endGong", .text)
-            t.column("size", .integer).notNull()
-            t.column("contentHash", .text).notNull()
-            t.column("loudnessGain", .double).notNull()
-            t.column("lastPosition", .integer)
-        }
+        try db.create(table: "meditationNew") { t in LibraryStore.meditationColumns(t, uniqueHash: false) }
         let columns = ["id", "storedFile", "originalName", "durationFrames", "sampleRate", "teacher", "name", "album", "dateAdded",
                        "trimStart", "trimEnd", "startGong", "endGong", "size", "contentHash", "loudnessGain", "lastPosition"]
             .joined(separator: ", ")

@@ -44,21 +44,13 @@ public enum SyncRecords {
     @discardableResult
     static func check(_ c: SyncChange) throws(SyncError) -> PracticeEntry? {
         guard c.field != SyncChange.deletedField else { return nil }
-        if c.kind == .meditation {
-            try SyncMeditations.check(c)
-            return nil
-        }
-        if c.kind == .sound {
-            try SyncSounds.check(c)
-            return nil
-        }
-        if c.kind == .schedule {
-            try SyncSchedule.check(c)
-            return nil
-        }
-        if c.kind == .setting {
-            try SyncSettings.check(c)
-            return nil
+        // The kinds with a file of their own are read there.
+        switch c.kind {
+        case .meditation: try SyncMeditations.check(c); return nil
+        case .sound: try SyncSounds.check(c); return nil
+        case .schedule: try SyncSchedule.check(c); return nil
+        case .setting: try SyncSettings.check(c); return nil
+        case .preset, .practice: break
         }
         switch (c.kind, c.field) {
         case (.preset, "name"):
