@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # fuzz/run.sh [SECONDS] [TARGET...] — build the libFuzzer harnesses with swiftc (no package
 # build) and run each one for SECONDS (default 60) on a scratch copy of its seed corpus.
-# Targets: mp4 aac mpeg control time device http csv json (default: all). Crash/timeout/OOM
+# Targets: mp4 aac mpeg control time schedule device http csv json (default: all). Crash/timeout/OOM
 # inputs go to fuzz/crashes/<target>/; exits non-zero if any target fails to build, crashes,
 # hangs or runs out of memory. `bash fuzz/run.sh 30` is the CI-sized run.
 set -u -o pipefail
 
-all_targets=(mp4 aac mpeg control time device http csv json)
+all_targets=(mp4 aac mpeg control time schedule device http csv json)
 usage="usage: fuzz/run.sh [SECONDS] [TARGET...]  (SECONDS a positive integer; targets: ${all_targets[*]})"
 duration=${1:-60}
 case $duration in ''|*[!0-9]*|0) echo "$usage" >&2; exit 2 ;; esac
@@ -76,6 +76,46 @@ excerpt() {  # excerpt FILE NAME
     printf '%s\n' "$dest"
 }
 
+# A Core file that imports StillMomentAudio for a few of its types, without that line: the
+# real text, written to .build-fuzz/, built with the audio layer's file that declares them.
+without_audio_import() {  # without_audio_import FILE
+    local file=$1 dest="$out/excerpt-$(basename "$1")"
+    grep -v '^import StillMomentAudio$' "$file" > "$dest.$$"
+    if cmp -s "$dest.$$" "$dest"; then rm -f "$dest.$$"; else mv -f "$dest.$$" "$dest"; fi
+    printf '%s\n' "$dest"
+}
+
+# One constant of a type that cannot be built here (`static let NAME` of TYPE in FILE), as
+# the only member of an enum of that name: the real line, written to .build-fuzz/.
+constant() {  # constant FILE TYPE NAME
+    local file=$1 type=$2 name=$3 dest="$out/excerpt-$2-$3.swift" line
+    line=$(grep -m1 -E "^ +public static let $name(:| =)" "$file")
+    if [ -z "$line" ]; then
+        echo "fuzz: BUILD FAILED (no constant $type.$name in $file)" >&2
+        exit 2
+    fi
+    printf 'public enum %s {\n%s\n}\n' "$type" "$line" > "$dest.$$"
+    if cmp -s "$dest.$$" "$dest"; then rm -f "$dest.$$"; else mv -f "$dest.$$" "$dest"; fi
+    printf '%s\n' "$dest"
+}
+
+# The schedule's text and the Core files it uses: the WHEN, the zone rules, the timetable's
+# words, the date and time; CoreError (with ErrorCategory) is cut out of Paths.swift, the
+# random bells' spacing and its generator out of Sections.swift, the shortest interval out
+# of TimerConfiguration.swift; CoreError names the audio layer's DeviceError.
+schedule_sources() {
+    schedule=("$(core Schedule.swift)" "$(core LocalTime.swift)" "$(core ZoneRules.swift)" "$(core ShellWords.swift)"
+              "$(core TimeText.swift)" "$(core Display.swift)" "$(core Language.swift)" "$(core Environment.swift)"
+              "$(excerpt "$(core Paths.swift)" CoreError)" "$(excerpt "$(core Paths.swift)" ErrorCategory)"
+              "$(excerpt "$(core Sections.swift)" RandomBells)" "$(excerpt "$(core Sections.swift)" SeededGenerator)"
+              "$(constant "$(core TimerConfiguration.swift)" TimerConfiguration minInterval)"
+              "$(without_audio_import "$(core AudioErrorText.swift)")" "$src/AudioError.swift")
+    local f
+    for f in "${schedule[@]}"; do
+        [ -n "$f" ] || { echo "fuzz: BUILD FAILED (a source of the schedule's text is missing)" >&2; exit 2; }
+    done
+}
+
 # The practice log's import (CSV and JSON) and the Core files it uses: the JSON reader and
 # coders, the entry and its time, the texts of its messages. PracticeEntry's id check
 # (StoredName), the sound catalog's Sound and SessionKind's EndReason are cut out of files
@@ -141,6 +181,7 @@ build_target() {
             [ -n "$path" ] && files+=("$path")
         done
         build time "${files[@]}" fuzz/time/main.swift ;;
+    schedule) schedule_sources; build schedule "${schedule[@]}" fuzz/schedule/main.swift ;;
     device) build device "$src/DeviceName.swift" fuzz/device/main.swift ;;
     http)
         # The web app's request reader and the Core files it uses (Language, trimmingWhitespace).

@@ -106,6 +106,14 @@ struct TimetableTests {
         }
     }
 
+    @Test("a word that begins with a combining mark stays a word of its own (found by fuzz/schedule)")
+    func combiningMark() throws {
+        let words = ["\u{350},+", "a", "\u{301}", "x\u{20}\u{301}y"]
+        let line = words.map(ShellWords.quote).joined(separator: " ")
+        #expect(try ShellWords.split(line) == words)
+        #expect(try ShellWords.split("play \u{350}x") == ["play", "\u{350}x"])
+    }
+
     @Test("entries hold their preset and meditation by id: a rename keeps them, a delete needs force and shows them broken")
     func references() throws {
         let (store, home) = try Self.store()

@@ -1,6 +1,7 @@
 /// The schedule's arithmetic, pure: zones read from the system's database, a clock passed
 /// in. DST in Europe/Berlin and America/New_York, leap days, weekday lists, windows,
 /// clock jumps forward and back, and the missed-run policy.
+import Foundation
 import PropertyBased
 import Testing
 @testable import StillMomentCore
@@ -26,6 +27,52 @@ struct ScheduleArithmeticTests {
         #expect(berlin.offset(at: Self.at("2090-01-01T12:00:00Z")) == 3600)
         #expect(berlin.instants(local: Self.at("2027-03-28T02:30:00Z")).isEmpty, "02:30 does not exist that night")
         #expect(berlin.instants(local: Self.at("2027-10-31T02:30:00Z")).count == 2, "02:30 happens twice")
+    }
+
+    @Test("TZ rules: hours, minutes and seconds in range; a run of digits or minutes past 59 is refused (found by fuzz/schedule)")
+    func posixRules() throws {
+        #expect(PosixRule("<+0330>-3:30")?.standardOffset == 12_600)
+        #expect(PosixRule("EST5EDT,M3.2.0,M11.1.0")?.dstOffset == -14_400)
+        #expect(PosixRule("AAA3BBB,J60/2,300/-1:30:15") != nil)
+        #expect(PosixRule("<-03>3<-02>,M10.1.0/0,M3.3.0/167") != nil, "a rule's time may reach 167 h (RFC 8536)")
+        for bad in ["<+0>-3:3000", "AAA9999999999999999", "AAA25", "AAA-24:60", "AAA1:2:60", "AAA3BBB,M3.5.0/168,M10.5.0",
+                    "AAA3BBB,M3.5.0/1:,M10.5.0", "AAA3BBB25,M3.5.0,M10.5.0", "AAA0010"] {
+            #expect(PosixRule(bad) == nil, "\(bad) read as a rule")
+        }
+    }
+
+    @Test("a TZif file whose offset is beyond RFC 8536's range is not a zone")
+    func tzifOffsets() throws {
+        let berlin = try #require(ZoneRules.load(path: "/usr/share/zoneinfo/Europe/Berlin", name: "Europe/Berlin"))
+        #expect(berlin.offset(at: Self.at("2027-07-01T00:00:00Z")) == 7200)
+        var bytes = try #require(FileManager.default.contents(atPath: "/usr/share/zoneinfo/UTC")).map { $0 }
+        // UTC's file: a 44-byte header, one type (offset 0) in each block; make the 64-bit block's 26 h.
+        let v1 = 44 + 6 + 4        // the 32-bit block's one type and its "UTC\0"
+        let type64 = v1 + 44
+        #expect(ZoneRules(tzif: bytes, name: "UTC") != nil)
+        bytes.replaceSubrange(type64..<(type64 + 4), with: [0x00, 0x01, 0x6E, 0x30])   // 93,744 s = 26 h 2 min
+        #expect(ZoneRules(tzif: bytes, name: "UTC") == nil)
+        // Every zone of the system's database still loads, with its footer rule when it has one.
+        var zones = 0
+        let root = "/usr/share/zoneinfo/"
+        let names = try #require(FileManager.default.enumerator(atPath: root))
+        for case let name as String in names {
+            guard let data = FileManager.default.contents(atPath: root + name), data.starts(with: Array("TZif".utf8)) else { continue }
+            let zone = ZoneRules(tzif: Array(data), name: name)
+            #expect(zone != nil, "\(name) does not load")
+            let text = Array(data)
+            if text.last == 0x0A, let start = text.dropLast().lastIndex(of: 0x0A), start + 1 < text.count - 1 {
+                #expect(zone?.footer != nil, "\(name)'s rule \(String(decoding: text[(start + 1)..<(text.count - 1)], as: UTF8.self)) does not read")
+            }
+            zones += 1
+        }
+        #expect(zones > 300)
+        // TZ naming a FIFO or a device is not read (it would block, or never end).
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("tz-fifo-\(getpid())").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        #expect(ZoneRules.named(fifo) == nil)
+        #expect(ZoneRules.named("/dev/zero") == nil)
     }
 
     @Test("the hour clocks skip rings once at the first valid minute; the repeated hour once, at its first occurrence")

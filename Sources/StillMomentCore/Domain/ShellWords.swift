@@ -4,9 +4,12 @@
 /// start of a word begins a comment. `quote` writes a word back so that `split` reads it
 /// exactly: `split(quote(w)) == [w]` for every word without control characters.
 public enum ShellWords {
+    /// Read scalar by scalar, not by grapheme: a word that begins with a combining mark
+    /// would otherwise join the blank before it into one character that is not blank, and
+    /// two words would read as one (found by fuzz/schedule).
     public static func split(_ line: String) throws(CoreError) -> [String] {
-        var words: [String] = [], word = "", quote: Character?, started = false, escaped = false
-        for ch in line {
+        var words: [String] = [], word = String.UnicodeScalarView(), quote: Unicode.Scalar?, started = false, escaped = false
+        for ch in line.unicodeScalars {
             if escaped {
                 if quote == "\"" && ch != "\"" && ch != "\\" { word.append("\\") }
                 word.append(ch)
@@ -21,9 +24,9 @@ public enum ShellWords {
                 started = true
             } else if ch == "#" && !started && word.isEmpty {
                 break                      // a comment to the end of the line
-            } else if ch.isWhitespace {
-                if started || !word.isEmpty { words.append(word) }
-                word = ""
+            } else if ch.properties.isWhitespace {
+                if started || !word.isEmpty { words.append(String(word)) }
+                word = String.UnicodeScalarView()
                 started = false
             } else {
                 word.append(ch)
@@ -31,20 +34,22 @@ public enum ShellWords {
         }
         guard quote == nil else { throw CoreError.badRequest(both("a quote is not closed", "ein Anführungszeichen ist nicht geschlossen")) }
         guard !escaped else { throw CoreError.badRequest(both("a backslash ends the line", "ein Backslash beendet die Zeile")) }
-        if started || !word.isEmpty { words.append(word) }
+        if started || !word.isEmpty { words.append(String(word)) }
         return words
     }
 
     /// The word as `split` reads it back: as it is when it needs no quoting, else in double
     /// quotes with `"` and `\` escaped.
     public static func quote(_ s: String) -> String {
-        let plain = !s.isEmpty && !s.hasPrefix("#") && !s.contains(where: { $0.isWhitespace || "\"'\\".contains($0) })
+        let plain = !s.isEmpty && !s.hasPrefix("#")
+            && !s.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0 == "\"" || $0 == "'" || $0 == "\\" })
         if plain { return s }
-        var out = "\""
-        for ch in s {
+        var out = String.UnicodeScalarView(["\""])
+        for ch in s.unicodeScalars {
             if ch == "\"" || ch == "\\" { out.append("\\") }
             out.append(ch)
         }
-        return out + "\""
+        out.append("\"")
+        return String(out)
     }
 }

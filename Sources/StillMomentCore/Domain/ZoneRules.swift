@@ -16,6 +16,8 @@ public struct ZoneRules: Sendable, Equatable {
     let footer: PosixRule?
 
     public static let utc = ZoneRules(name: "UTC", transitions: [], initialOffset: 0, footer: nil)
+    /// The offsets a zone may have (seconds east of UTC; RFC 8536's range).
+    public static let offsets = -89_999...93_599
 
     init(name: String, transitions: [Transition], initialOffset: Int, footer: PosixRule?) {
         self.name = name
@@ -46,10 +48,14 @@ public struct ZoneRules: Sendable, Equatable {
         return load(path: path, name: identifier)
     }
 
+    /// Reads a TZif file: a regular file only (`TZ=/some/fifo` or a device would block or
+    /// never end; opened without waiting, so a FIFO is not waited on either).
     static func load(path: String, name: String) -> ZoneRules? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         var bytes: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
         while bytes.count < 1 << 20 {
@@ -104,7 +110,8 @@ public struct ZoneRules: Sendable, Equatable {
         p += c.time
         var offsets: [Int] = []
         for k in 0..<c.type {
-            guard let raw = u32(p + k * 6) else { return nil }
+            // RFC 8536: an offset above -25 h and below 26 h.
+            guard let raw = u32(p + k * 6), Self.offsets.contains(Int(Int32(truncatingIfNeeded: raw))) else { return nil }
             offsets.append(Int(Int32(truncatingIfNeeded: raw)))
         }
         p += c.type * 6 + c.char + c.leap * (timeSize + 4) + c.isstd + c.isut
@@ -177,7 +184,10 @@ struct PosixRule: Sendable, Equatable {
             s = s.dropFirst(n.count)
             return true
         }
-        func clock(allowSign: Bool) -> Int? {
+        /// `[+-]hh[:mm[:ss]]`: hours at most `maxHours` (24 for an offset, 167 for a rule's
+        /// time, RFC 8536), minutes and seconds below 60, each field one to three digits, so
+        /// no run of digits overflows and no offset goes past a day (found by fuzz/schedule).
+        func clock(allowSign: Bool, maxHours: Int) -> Int? {
             var sign = 1
             if allowSign, let f = s.first, f == "+" || f == "-" {
                 sign = f == "-" ? -1 : 1
@@ -186,7 +196,8 @@ struct PosixRule: Sendable, Equatable {
             var parts: [Int] = []
             while parts.count < 3 {
                 let digits = s.prefix { $0.isASCII && $0.isNumber }
-                guard !digits.isEmpty, let v = Int(digits) else { break }
+                guard (1...(parts.isEmpty ? 3 : 2)).contains(digits.count), let v = Int(digits),
+                      v <= (parts.isEmpty ? maxHours : 59) else { return nil }
                 parts.append(v)
                 s = s.dropFirst(digits.count)
                 if s.first == ":" { s = s.dropFirst() } else { break }
@@ -219,12 +230,12 @@ struct PosixRule: Sendable, Equatable {
             var time = 7200
             if s.first == "/" {
                 s = s.dropFirst()
-                guard let t = clock(allowSign: true) else { return nil }
+                guard let t = clock(allowSign: true, maxHours: 167) else { return nil }
                 time = t
             }
             return (rule, time)
         }
-        guard name(), let std = clock(allowSign: true) else { return nil }
+        guard name(), let std = clock(allowSign: true, maxHours: 24) else { return nil }
         standardOffset = -std
         if s.isEmpty {
             dstOffset = nil
@@ -234,7 +245,7 @@ struct PosixRule: Sendable, Equatable {
         }
         guard name() else { return nil }
         if let f = s.first, f != "," {
-            guard let d = clock(allowSign: true) else { return nil }
+            guard let d = clock(allowSign: true, maxHours: 24) else { return nil }
             dstOffset = -d
         } else {
             dstOffset = standardOffset + 3600
