@@ -129,6 +129,7 @@ public final class Mixer {
     public func render(into out: UnsafeMutablePointer<Float>, frames: Int, at t: Int64) {
         materialize(until: t + Int64(frames))
         var done = 0
+        var bound: Float = 0        // no sample of the block is louder
         while done < frames {
             let pieceStart = t + Int64(done)
             var pieceEnd = t + Int64(frames)
@@ -140,23 +141,27 @@ public final class Mixer {
             // The first voice that sounds writes the piece (and zeros what it does not
             // cover), the others add to it; a piece no voice sounds in is zeroed. (Zeroing
             // every block first, then adding, cost a pass over it for nothing.)
+            // Each voice's pass also finds its loudest sample; their sum bounds the piece's.
             var written = false
-            for v in voices where mix(v, into: out + done * 2, frames: count, at: pieceStart, assign: !written) {
+            var pieceBound: Float = 0
+            for v in voices {
+                guard let bound = mix(v, into: out + done * 2, frames: count, at: pieceStart, assign: !written) else { continue }
                 written = true
+                pieceBound += bound
             }
             if !written { (out + done * 2).update(repeating: 0, count: count * 2) }
+            bound = max(bound, pieceBound)
             done += count
         }
-        softLimit(out, samples: frames * 2)
+        softLimit(out, samples: frames * 2, bound: bound)
     }
 
     /// Mixes `v` into `out` (adds to it; with `assign`, writes all `frames` frames instead,
-    /// zeros past the voice's end included). Returns whether it wrote: false leaves `out`
-    /// untouched (the voice is silent there).
-    @discardableResult
-    private func mix(_ v: Voice, into out: UnsafeMutablePointer<Float>, frames: Int, at t: Int64, assign: Bool) -> Bool {
-        guard t >= v.start else { return false }
-        if let e = v.end, t >= e { return false }
+    /// zeros past the voice's end included). Returns the magnitude no sample it added
+    /// exceeds, or nil when it did not write (the voice is silent there: `out` untouched).
+    private func mix(_ v: Voice, into out: UnsafeMutablePointer<Float>, frames: Int, at t: Int64, assign: Bool) -> Float? {
+        guard t >= v.start else { return nil }
+        if let e = v.end, t >= e { return nil }
         // Reposition the source if the previous render did not end where this one starts.
         if v.sourcePosition != t {
             do {
@@ -164,7 +169,7 @@ public final class Mixer {
             } catch {
                 errors.append(error)
                 v.setStop(t)
-                return false
+                return nil
             }
         }
         let g0 = v.envelope(t)
@@ -172,6 +177,7 @@ public final class Mixer {
         let silent = g0 == g1 && g0 == 0
         let step = (g1 - g0) / Float(frames)
         var g = g0
+        var peak: Float = 0
         // The frames come in parts: where the source holds them (a decoder's frame,
         // borrowed: no copy), else read into the scratch buffer.
         var n = 0
@@ -181,14 +187,18 @@ public final class Mixer {
                 if let part = try v.source.borrow(frames: frames - n) {
                     guard let src = part.baseAddress, !part.isEmpty else { break }
                     got = part.count / 2
-                    if !silent { Self.apply(src, into: out + n * 2, frames: got, gain: &g, step: step, assign: assign) }
-                } else {
-                    got = try scratch.withStorage { (buf) throws(AudioError) -> Int in
-                        guard let base = buf.baseAddress else { return 0 }
-                        let got = try v.source.read(into: base, frames: frames - n)
-                        if !silent { Self.apply(base, into: out + n * 2, frames: got, gain: &g, step: step, assign: assign) }
-                        return got
+                    if !silent {
+                        peak = max(peak, Self.apply(src, into: out + n * 2, frames: got, gain: &g, step: step, assign: assign))
                     }
+                } else {
+                    let (read, loudest) = try scratch.withStorage { (buf) throws(AudioError) -> (Int, Float) in
+                        guard let base = buf.baseAddress else { return (0, 0) }
+                        let got = try v.source.read(into: base, frames: frames - n)
+                        if silent { return (got, 0) }
+                        return (got, Self.apply(base, into: out + n * 2, frames: got, gain: &g, step: step, assign: assign))
+                    }
+                    got = read
+                    peak = max(peak, loudest)
                     if got == 0 { break }
                 }
                 n += got
@@ -198,31 +208,25 @@ public final class Mixer {
             errors.append(error)
             v.setStop(t + Int64(n))
             v.sourcePosition = t + Int64(n)
-            if n == 0 || silent { return false }
+            if n == 0 || silent { return nil }
             if assign { (out + n * 2).update(repeating: 0, count: (frames - n) * 2) }
-            return true
+            return peak
         }
         v.sourcePosition = t + Int64(n)
         if n < frames && v.sourceEnd == nil { v.setStop(t + Int64(n)) }
-        if silent { return false }
+        if silent { return nil }
         if assign && n < frames { (out + n * 2).update(repeating: 0, count: (frames - n) * 2) }
-        return true
+        return peak
     }
 
     /// `frames` frames of `src` times the gain (`gain`, moving by `step` a frame, carried
-    /// on for the next part) written to (`assign`) or added to `out`.
+    /// on for the next part) written to (`assign`) or added to `out`. Returns the magnitude
+    /// no product exceeds: found in the same pass at a steady gain (sm_gain); on a ramp
+    /// (fades, pauses, seeks) infinity, so that the limiter looks at the block itself.
     @inline(__always)
     private static func apply(_ src: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>, frames: Int,
-                              gain g: inout Float, step: Float, assign: Bool) {
-        if step == 0 {
-            let g0 = g
-            if assign {
-                for i in 0..<(frames * 2) { out[i] = src[i] * g0 }
-            } else {
-                for i in 0..<(frames * 2) { out[i] += src[i] * g0 }
-            }
-            return
-        }
+                              gain g: inout Float, step: Float, assign: Bool) -> Float {
+        if step == 0 { return sm_gain(out, src, frames * 2, g, assign ? 1 : 0) }
         for i in 0..<frames {
             if assign {
                 out[2 * i] = src[2 * i] * g
@@ -233,17 +237,19 @@ public final class Mixer {
             }
             g += step
         }
+        return .infinity
     }
 
     /// Leaves samples below 0.9 untouched and bends louder ones smoothly towards 1.0.
+    /// `bound`: what the voices' passes found no sample of the block exceeds.
     @inline(__always)
-    private func softLimit(_ out: UnsafeMutablePointer<Float>, samples: Int) {
+    private func softLimit(_ out: UnsafeMutablePointer<Float>, samples: Int, bound: Float) {
         let knee: Float = 0.9
-        // Nearly every block stays below the knee: one pass finds out at a fraction of
-        // the per-sample bend's cost (callgrind: 20 M of the 60-s render's 385 M
-        // instructions went to that loop). In C (sm_peak), where it becomes vector code:
-        // Swift's integer maximum of the magnitudes took 16.5 M, this 7 M.
-        guard sm_peak(out, samples) > knee else { return }
+        // Nearly every block stays below the knee. The voices' passes bound it (sm_gain: no
+        // pass of its own, 7.3 M of a 60-s render's instructions before); where the bound
+        // is over the knee (a ramp, voices that add up), one pass finds out at a fraction
+        // of the per-sample bend's cost, in C (sm_peak), where it becomes vector code.
+        guard bound > knee, sm_peak(out, samples) > knee else { return }
         for i in 0..<samples {
             let x = out[i]
             let a = abs(x)

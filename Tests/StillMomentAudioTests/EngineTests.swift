@@ -174,6 +174,51 @@ struct EngineTests {
         }
     }
 
+    @Test("the mixer's gain pass writes or adds each product and returns the largest magnitude among them, for any length")
+    func gainPass() {
+        for count in [0, 1, 7, 8, 9, 15, 16, 17, 4096, 8195] {
+            let src = (0..<count).map { Float(($0 * 7919) % 1000) / 1000 - 0.5 }
+            for gain: Float in [0, 0.3, -1, 1.7] {
+                for assign in [true, false] {
+                    var out = (0..<count).map { Float($0 % 5) / 10 }
+                    let before = out
+                    let peak = src.withUnsafeBufferPointer { s in
+                        out.withUnsafeMutableBufferPointer { sm_gain($0.baseAddress, s.baseAddress, count, gain, assign ? 1 : 0) }
+                    }
+                    let expected = (0..<count).map { (assign ? 0 : before[$0]) + src[$0] * gain }
+                    #expect(out == expected, "\(count) samples at \(gain), assign \(assign)")
+                    #expect(peak == (src.map { abs($0 * gain) }.max() ?? 0), "\(count) samples at \(gain): \(peak)")
+                }
+            }
+        }
+    }
+
+    @Test("the limiter bends what goes past the knee, whether one voice or voices adding up put it there; below it nothing changes")
+    func limiterBound() throws {
+        final class Constant: FrameSource {
+            let value: Float
+            init(_ value: Float) { self.value = value }
+            var length: Int64? { nil }
+            func read(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws(AudioError) -> Int {
+                buffer.update(repeating: value, count: frames * 2)
+                return frames
+            }
+            func seek(to frame: Int64) throws(AudioError) {}
+        }
+        func rendered(_ values: [Float], gain: Float = 1) -> [Float] {
+            let mixer = Mixer(sampleRate: 44100, maxBlock: 256)
+            for (i, v) in values.enumerated() { mixer.add(Voice(id: i, source: Constant(v), start: 0, gain: gain)) }
+            var out = [Float](repeating: 9, count: 2000)
+            out.withUnsafeMutableBufferPointer { if let base = $0.baseAddress { mixer.render(into: base, frames: 1000, at: 0) } }
+            return out
+        }
+        let bent: Float = 0.9 + 0.1 * ((0.3 / 0.1) / (1 + 0.3 / 0.1))     // 1.2 through the curve
+        #expect(rendered([0.6, 0.6]).allSatisfy { abs($0 - bent) < 1e-6 }, "two voices of 0.6")
+        #expect(rendered([0.8], gain: 1.5).allSatisfy { abs($0 - bent) < 1e-6 }, "one voice of 0.8 at 1.5")
+        #expect(rendered([0.3, 0.3, 0.29]).allSatisfy { abs($0 - 0.89) < 1e-6 }, "three voices below the knee")
+        #expect(rendered([-0.6, 0.6]).allSatisfy { $0 == 0 }, "voices that cancel")
+    }
+
     @Test("S16 conversion dithers within one LSB and never wraps")
     func s16() {
         var input: [Float] = [0, 0.5, -0.5, 1, -1, 2, -2, 1e-6]

@@ -215,6 +215,10 @@ void sm_convert_s16(const float *in, int16_t *out, size_t samples, uint32_t *dit
 void sm_convert_s32(const float *in, int32_t *out, size_t samples);
 /* The largest magnitude among `samples` floats (vector code): the limiter's first check. */
 float sm_peak(const float *in, size_t samples);
+/* `samples` floats of `src` times `gain` written to (`assign`) or added to `out` (vector
+ * code), returning the largest magnitude of those products: the limiter's check fused into
+ * the mixer's pass. `out` and `src` do not overlap. */
+float sm_gain(float *restrict out, const float *restrict src, size_t samples, float gain, int assign);
 
 /* What an ALSA PCM's dump (snd_pcm_dump's text) says stands between it and the card
  * (alsa_chain.c; alsa-lib has no call that lists a plug's chain): rate_plugin, ALSA's
