@@ -11,9 +11,10 @@ typedef int32_t sm_v4i __attribute__((vector_size(16)));
 
 float sm_peak(const float *in, size_t samples) {
     /* Four lanes, two accumulators; the maximum written as a compare and a select, which
-     * is one maxps (SSE2) or fmax (NEON). The same loop in Swift or in plain C stays scalar
-     * or, as integers, takes 25 instructions for 8 samples on SSE2 (no unsigned maximum
-     * there) where this takes 11. A NaN may be passed over: the bend leaves NaN as it is. */
+     * is one maxps (SSE2). The same loop in Swift or in plain C stays scalar or, as
+     * integers, takes 25 instructions for 8 samples on SSE2 (no unsigned maximum there)
+     * where this takes 11. A NaN never replaces a maximum (the compare is false for it),
+     * so it hides no loud sample before it; the bend leaves NaN as it is. */
     sm_v4f m0 = {0, 0, 0, 0}, m1 = m0;
     const sm_v4i magnitude = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
     size_t i = 0;
@@ -23,9 +24,9 @@ float sm_peak(const float *in, size_t samples) {
         memcpy(&b, in + i + 4, sizeof b);
         a = (sm_v4f)((sm_v4i)a & magnitude);
         b = (sm_v4f)((sm_v4i)b & magnitude);
-        sm_v4i ka = m0 > a, kb = m1 > b;
-        m0 = (sm_v4f)(((sm_v4i)m0 & ka) | ((sm_v4i)a & ~ka));
-        m1 = (sm_v4f)(((sm_v4i)m1 & kb) | ((sm_v4i)b & ~kb));
+        sm_v4i ka = a > m0, kb = b > m1;
+        m0 = (sm_v4f)(((sm_v4i)a & ka) | ((sm_v4i)m0 & ~ka));
+        m1 = (sm_v4f)(((sm_v4i)b & kb) | ((sm_v4i)m1 & ~kb));
     }
     float m = 0;
     for (int k = 0; k < 4; k++) {
@@ -40,7 +41,7 @@ float sm_peak(const float *in, size_t samples) {
 }
 
 /* Sixteen samples of `src` times `g`, written to or added to `out`; their magnitudes are
- * folded into the four running maxima (maxps on SSE2, fmax on NEON). */
+ * folded into the four running maxima (a compare and a select: maxps on SSE2). */
 #define SM_GAIN_BLOCK(ASSIGN)                                                        \
     do {                                                                             \
         sm_v4f v[4];                                                                 \
@@ -56,8 +57,8 @@ float sm_peak(const float *in, size_t samples) {
         }                                                                            \
         for (int k = 0; k < 4; k++) {                                                \
             sm_v4f a = (sm_v4f)((sm_v4i)v[k] & magnitude);                           \
-            sm_v4i keep = m[k] > a;                                                  \
-            m[k] = (sm_v4f)(((sm_v4i)m[k] & keep) | ((sm_v4i)a & ~keep));            \
+            sm_v4i take = a > m[k];                                                  \
+            m[k] = (sm_v4f)(((sm_v4i)a & take) | ((sm_v4i)m[k] & ~take));            \
         }                                                                            \
     } while (0)
 
@@ -85,7 +86,7 @@ float sm_gain(float *restrict out, const float *restrict src, size_t samples, fl
         float a = fabsf(v);
         if (a > peak) peak = a;
     }
-    /* A NaN may be passed over, as in sm_peak: the bend leaves NaN as it is. */
+    /* A NaN is passed over (it never replaces a maximum), as in sm_peak. */
     return peak;
 }
 

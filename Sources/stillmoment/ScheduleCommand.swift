@@ -298,7 +298,9 @@ struct ScheduleCommand: ParsableCommand {
             let store = try openStore()
             // The file's syntax is the command line's (this target reads it); every rule is the service's.
             var lines: [(line: Int, entry: NewScheduleEntry)] = []
-            for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            // Lines end in LF, CR LF or CR ("\r\n" is one Character: splitting on "\n" read a
+            // CR LF file as one line).
+            for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
                 let line = String(raw).trimmingWhitespace()
                 if line.isEmpty || line.hasPrefix("#") { continue }
                 do {

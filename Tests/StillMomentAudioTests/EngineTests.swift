@@ -170,6 +170,14 @@ struct EngineTests {
                 let expected = x.map(abs).max() ?? 0
                 let got = x.withUnsafeBufferPointer { sm_peak($0.baseAddress, $0.count) }
                 #expect(got == expected, "\(count) samples, the loudest at \(at): \(got) vs \(expected)")
+                // A NaN after the loudest (in its lane or not) hides nothing.
+                guard count > 1 else { continue }
+                for nanAt in Set([(at + 8) % count, (at + 1) % count, count - 1]) where nanAt != at {
+                    var y = x
+                    y[nanAt] = .nan
+                    let withNaN = y.withUnsafeBufferPointer { sm_peak($0.baseAddress, $0.count) }
+                    #expect(withNaN == (y.filter { !$0.isNaN }.map(abs).max() ?? 0), "\(count) samples, NaN at \(nanAt): \(withNaN)")
+                }
             }
         }
     }
@@ -190,6 +198,16 @@ struct EngineTests {
                     #expect(peak == (src.map { abs($0 * gain) }.max() ?? 0), "\(count) samples at \(gain): \(peak)")
                 }
             }
+            // A loud sample, then a NaN sixteen samples on (the same lane of the next turn).
+            guard count >= 40 else { continue }
+            var loud = src
+            loud[3] = 0.95
+            loud[19] = .nan
+            var out = [Float](repeating: 0, count: count)
+            let peak = loud.withUnsafeBufferPointer { s in
+                out.withUnsafeMutableBufferPointer { sm_gain($0.baseAddress, s.baseAddress, count, 1, 1) }
+            }
+            #expect(peak == 0.95, "\(count) samples: the loud one hidden by a NaN after it (\(peak))")
         }
     }
 

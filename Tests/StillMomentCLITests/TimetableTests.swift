@@ -106,9 +106,9 @@ struct TimetableTests {
         }
     }
 
-    @Test("a word that begins with a combining mark stays a word of its own (found by fuzz/schedule)")
+    @Test("a word that begins with a combining mark stays a word of its own, and one with a mark on a # or a quote is quoted (found by fuzz/schedule)")
     func combiningMark() throws {
-        let words = ["\u{350},+", "a", "\u{301}", "x\u{20}\u{301}y"]
+        let words = ["\u{350},+", "a", "\u{301}", "x\u{20}\u{301}y", "#\u{301}x", "'\u{301}", "\\\u{301}"]
         let line = words.map(ShellWords.quote).joined(separator: " ")
         #expect(try ShellWords.split(line) == words)
         #expect(try ShellWords.split("play \u{350}x") == ["play", "\u{350}x"])

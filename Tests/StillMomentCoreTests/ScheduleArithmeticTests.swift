@@ -36,7 +36,7 @@ struct ScheduleArithmeticTests {
         #expect(PosixRule("AAA3BBB,J60/2,300/-1:30:15") != nil)
         #expect(PosixRule("<-03>3<-02>,M10.1.0/0,M3.3.0/167") != nil, "a rule's time may reach 167 h (RFC 8536)")
         for bad in ["<+0>-3:3000", "AAA9999999999999999", "AAA25", "AAA-24:60", "AAA1:2:60", "AAA3BBB,M3.5.0/168,M10.5.0",
-                    "AAA3BBB,M3.5.0/1:,M10.5.0", "AAA3BBB25,M3.5.0,M10.5.0", "AAA0010"] {
+                    "AAA3BBB,M3.5.0/1:,M10.5.0", "AAA3BBB25,M3.5.0,M10.5.0", "AAA0010", "AAA1:00:00:"] {
             #expect(PosixRule(bad) == nil, "\(bad) read as a rule")
         }
     }
@@ -46,10 +46,13 @@ struct ScheduleArithmeticTests {
         let berlin = try #require(ZoneRules.load(path: "/usr/share/zoneinfo/Europe/Berlin", name: "Europe/Berlin"))
         #expect(berlin.offset(at: Self.at("2027-07-01T00:00:00Z")) == 7200)
         var bytes = try #require(FileManager.default.contents(atPath: "/usr/share/zoneinfo/UTC")).map { $0 }
-        // UTC's file: a 44-byte header, one type (offset 0) in each block; make the 64-bit block's 26 h.
-        let v1 = 44 + 6 + 4        // the 32-bit block's one type and its "UTC\0"
-        let type64 = v1 + 44
+        // UTC's file, fat or slim: where its 64-bit block's first type is, from the headers'
+        // counts (RFC 8536: isut, isstd, leap, time, type, char at 20…40); make it 26 h.
+        func count(_ at: Int) -> Int { bytes[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) } }
+        let v1 = 44 + count(32) * 5 + count(36) * 6 + count(40) + count(28) * 8 + count(24) + count(20)
+        let type64 = v1 + 44 + count(v1 + 32) * 9
         #expect(ZoneRules(tzif: bytes, name: "UTC") != nil)
+        #expect(Array(bytes[type64..<(type64 + 4)]) == [0, 0, 0, 0], "UTC's offset is 0")
         bytes.replaceSubrange(type64..<(type64 + 4), with: [0x00, 0x01, 0x6E, 0x30])   // 93,744 s = 26 h 2 min
         #expect(ZoneRules(tzif: bytes, name: "UTC") == nil)
         // Every zone of the system's database still loads, with its footer rule when it has one.

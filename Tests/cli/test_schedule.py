@@ -330,3 +330,17 @@ def test_a_daemon_with_schedules_outlives_its_idle_exit_and_costs_no_cpu(binary,
         assert status.get("nextScheduled"), f"status shows the next scheduled item ({status})"
     finally:
         h.close()
+
+
+def test_a_timetable_with_cr_lf_line_ends_imports_line_by_line(timekeeper):
+    """A file written on Windows ("\r\n" is one Character in Swift: splitting on "\n" read it as one line)."""
+    h = timekeeper
+    with open(h.dir + "/crlf.txt", "w", newline="") as f:
+        f.write("# from a Windows editor\r\ndaily 05:30 --bell temple-bell\r\n\r\nweekdays 18:00 --duration 20m\r\n")
+    before = len(listing(h))
+    r = h.run("schedule", "import", h.dir + "/crlf.txt")
+    assert r.rc == 0 and len(listing(h)) == before + 2, r
+    with open(h.dir + "/crlf-bad.txt", "w", newline="") as f:
+        f.write("daily 05:30 --bell temple-bell\r\nsometimes 06:00\r\n")
+    bad = h.run("schedule", "import", h.dir + "/crlf-bad.txt")
+    assert bad.rc == BAD_INPUT and "line 2" in bad.err and len(listing(h)) == before + 2, bad

@@ -79,15 +79,19 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
 
     // 2. A line of the timetable file.
+    // What it wrote back must read: a refusal there is a finding, not a refusal.
     do {
         let words = try ShellWords.split(text)
         let plain = words.filter { !$0.unicodeScalars.contains { $0.properties.generalCategory == .control } }
+        func again(_ line: String) -> [String] {
+            do { return try ShellWords.split(line) } catch { preconditionFailure("\(line.debugDescription), written by quote, is refused: \(error)") }
+        }
         for word in plain {
-            let back = try ShellWords.split(ShellWords.quote(word))
+            let back = again(ShellWords.quote(word))
             precondition(back == [word], "\(word.debugDescription) quoted reads back as \(back)")
         }
         let line = plain.map(ShellWords.quote).joined(separator: " ")
-        let back = try ShellWords.split(line)
+        let back = again(line)
         precondition(back == plain, "\(line.debugDescription) reads back as \(back), not \(plain)")
     } catch {
         oneLine(error)

@@ -4,9 +4,10 @@
 /// start of a word begins a comment. `quote` writes a word back so that `split` reads it
 /// exactly: `split(quote(w)) == [w]` for every word without control characters.
 public enum ShellWords {
-    /// Read scalar by scalar, not by grapheme: a word that begins with a combining mark
-    /// would otherwise join the blank before it into one character that is not blank, and
-    /// two words would read as one (found by fuzz/schedule).
+    /// Read scalar by scalar, not by grapheme: a blank and a combining mark after it are one
+    /// character, which read as a blank and lost the mark (`play \u{350}x` was `play x`;
+    /// found by fuzz/schedule). Lines written before that by `quote` read the same unless a
+    /// quote, a backslash or a `#` in them carries a combining mark.
     public static func split(_ line: String) throws(CoreError) -> [String] {
         var words: [String] = [], word = String.UnicodeScalarView(), quote: Unicode.Scalar?, started = false, escaped = false
         for ch in line.unicodeScalars {
@@ -41,7 +42,7 @@ public enum ShellWords {
     /// The word as `split` reads it back: as it is when it needs no quoting, else in double
     /// quotes with `"` and `\` escaped.
     public static func quote(_ s: String) -> String {
-        let plain = !s.isEmpty && !s.hasPrefix("#")
+        let plain = !s.isEmpty && s.unicodeScalars.first != "#"
             && !s.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0 == "\"" || $0 == "'" || $0 == "\\" })
         if plain { return s }
         var out = String.UnicodeScalarView(["\""])

@@ -49,8 +49,12 @@ public struct ZoneRules: Sendable, Equatable {
     }
 
     /// Reads a TZif file: a regular file only (`TZ=/some/fifo` or a device would block or
-    /// never end; opened without waiting, so a FIFO is not waited on either).
+    /// never end): looked at first, then opened without waiting and looked at again, so a
+    /// FIFO put in its place meanwhile is not waited on either.
     static func load(path: String, name: String) -> ZoneRules? {
+        // Looked at before it is opened: opening some devices does something.
+        var before = stat()
+        guard stat(path, &before) == 0, before.st_mode & S_IFMT == S_IFREG else { return nil }
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -185,8 +189,9 @@ struct PosixRule: Sendable, Equatable {
             return true
         }
         /// `[+-]hh[:mm[:ss]]`: hours at most `maxHours` (24 for an offset, 167 for a rule's
-        /// time, RFC 8536), minutes and seconds below 60, each field one to three digits, so
-        /// no run of digits overflows and no offset goes past a day (found by fuzz/schedule).
+        /// time, RFC 8536) in one to three digits, minutes and seconds below 60 in one or
+        /// two, so no run of digits overflows and no offset goes past a day (found by
+        /// fuzz/schedule). A colon is taken only before a field.
         func clock(allowSign: Bool, maxHours: Int) -> Int? {
             var sign = 1
             if allowSign, let f = s.first, f == "+" || f == "-" {
@@ -200,7 +205,7 @@ struct PosixRule: Sendable, Equatable {
                       v <= (parts.isEmpty ? maxHours : 59) else { return nil }
                 parts.append(v)
                 s = s.dropFirst(digits.count)
-                if s.first == ":" { s = s.dropFirst() } else { break }
+                if parts.count < 3, s.first == ":" { s = s.dropFirst() } else { break }
             }
             guard let h = parts.first else { return nil }
             return sign * (h * 3600 + (parts.count > 1 ? parts[1] * 60 : 0) + (parts.count > 2 ? parts[2] : 0))
