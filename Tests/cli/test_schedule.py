@@ -344,3 +344,21 @@ def test_a_timetable_with_cr_lf_line_ends_imports_line_by_line(timekeeper):
         f.write("daily 05:30 --bell temple-bell\r\nsometimes 06:00\r\n")
     bad = h.run("schedule", "import", h.dir + "/crlf-bad.txt")
     assert bad.rc == BAD_INPUT and "line 2" in bad.err and len(listing(h)) == before + 2, bad
+
+
+def test_tz_naming_a_fifo_or_a_folder_is_replaced_by_utc_with_a_warning(timekeeper):
+    """TZ's one guard: libc would wait in open() on a FIFO (and our reader with it); a folder or
+    a device is no zone either. The command runs at once, on UTC, and says so in one line."""
+    h = timekeeper
+    fifo = h.dir + "/tz-fifo"
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    for tz in (fifo, ":" + fifo, "/dev/zero", h.dir):
+        r = h.run("schedule", "upcoming", env=dict(h.env, TZ=tz), timeout=20)
+        assert r.rc == 0 and r.secs < 10, (tz, r)
+        assert "not a time zone file" in r.err and "using UTC" in r.err and len(r.err_lines) == 1, (tz, r.err)
+    de = h.run("schedule", "upcoming", env=dict(h.env, TZ=fifo), lang="de_DE.UTF-8", timeout=20)
+    assert de.rc == 0 and "keine Zeitzonendatei" in de.err, de
+    for tz in ("Europe/Berlin", "CET-1CEST,M3.5.0,M10.5.0/3", "UTC", "No/Such_Zone"):
+        ok = h.run("schedule", "upcoming", env=dict(h.env, TZ=tz), timeout=20)
+        assert ok.rc == 0 and "time zone" not in ok.err, (tz, ok)

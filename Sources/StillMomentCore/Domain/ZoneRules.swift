@@ -41,6 +41,31 @@ public struct ZoneRules: Sendable, Equatable {
         return load(path: "/etc/localtime", name: "localtime") ?? .utc
     }
 
+    /// The one guard on `TZ` for both of its readers, ours above and libc's (`localtime_r`),
+    /// called first thing in `main`. libc opens whatever file a TZ value names (under
+    /// `TZDIR`, else the zone database, or absolute), `..` included, and waits in `open` on
+    /// a FIFO; so a value that names something that is there and is not a regular file (a
+    /// FIFO, a device, a folder) is replaced by `UTC0` in this process's environment before
+    /// either reads it. Returns the value replaced, for a warning; nil when TZ is kept.
+    @discardableResult
+    public static func guardEnvironment() -> String? {
+        guard let raw = getenv("TZ") else { return nil }
+        let value = String(cString: raw)
+        var tz = value
+        if tz.hasPrefix(":") { tz.removeFirst() }
+        guard !tz.isEmpty else { return nil }
+        let folder = getenv("TZDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/share/zoneinfo"
+        var info = stat()
+        for path in tz.hasPrefix("/") ? [tz] : [folder + "/" + tz, "/usr/share/zoneinfo/" + tz] {
+            if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+                setenv("TZ", "UTC0", 1)
+                tzset()
+                return value
+            }
+        }
+        return nil
+    }
+
     /// A zone from the system's database (`Europe/Berlin`).
     public static func named(_ identifier: String) -> ZoneRules? {
         guard !identifier.contains(".."), identifier.utf8.count < 200 else { return nil }
