@@ -31,6 +31,47 @@ public enum CodePages {
                   let start = UnsafeMutableRawPointer(bitPattern: lo) else { continue }
             if madvise(start, Int(hi - lo), MADV_DONTNEED) == 0 { released += Int(hi - lo) }
         }
+        return released + releaseReadOnlyData()
+    }
+
+    /// The read-only data of the files mapped (a library's symbol tables, which the dynamic
+    /// linker reads at start-up and never again, and its constants): the private read-only
+    /// file mappings none of whose pages was ever written (smaps' `Anonymous: 0 kB`: no
+    /// relocated RELRO page among them, which MADV_DONTNEED would throw away), released as
+    /// the code is: each page is the file's, and the next read faults it back from the page
+    /// cache. Measured in the daemon playing on PulseAudio: libstdc++'s 740 KB, SQLite's,
+    /// libm's and libpulse's libraries' (X11, vorbisenc, systemd, gcrypt …) were resident
+    /// for nothing.
+    static func releaseReadOnlyData() -> Int {
+        guard let f = fopen("/proc/self/smaps", "r") else { return 0 }
+        var candidates: [(lo: UInt, hi: UInt)] = []
+        var current: (lo: UInt, hi: UInt)?
+        var line = [CChar](repeating: 0, count: 4096)
+        while fgets(&line, Int32(line.count), f) != nil {
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let fields = text.split(separator: " ", omittingEmptySubsequences: true)
+            guard let first = fields.first else { continue }
+            if first.hasSuffix(":") {
+                // A field of the mapping above: keep it only if none of its pages is anonymous.
+                if first == "Anonymous:", let range = current {
+                    if fields.count >= 2, fields[1] == "0" { candidates.append(range) }
+                    current = nil
+                }
+                continue
+            }
+            // A mapping's header: address perms offset dev inode path.
+            current = nil
+            guard fields.count >= 6, fields[1] == "r--p", fields[5].hasPrefix("/") else { continue }
+            let range = first.split(separator: "-")
+            guard range.count == 2, let lo = UInt(range[0], radix: 16), let hi = UInt(range[1], radix: 16), hi > lo else { continue }
+            current = (lo, hi)
+        }
+        fclose(f)
+        var released = 0
+        for range in candidates {
+            guard let start = UnsafeMutableRawPointer(bitPattern: range.lo) else { continue }
+            if madvise(start, Int(range.hi - range.lo), MADV_DONTNEED) == 0 { released += Int(range.hi - range.lo) }
+        }
         return released
     }
 }
