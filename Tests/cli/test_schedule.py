@@ -362,3 +362,21 @@ def test_tz_naming_a_fifo_or_a_folder_is_replaced_by_utc_with_a_warning(timekeep
     for tz in ("Europe/Berlin", "CET-1CEST,M3.5.0,M10.5.0/3", "UTC", "No/Such_Zone"):
         ok = h.run("schedule", "upcoming", env=dict(h.env, TZ=tz), timeout=20)
         assert ok.rc == 0 and "time zone" not in ok.err, (tz, ok)
+
+
+def test_tz_guard_follows_links_and_tzdir(timekeeper):
+    """A link to a FIFO, and a FIFO under TZDIR, are no zone either (libc would wait on both)."""
+    h = timekeeper
+    fifo = h.dir + "/tz-fifo-2"
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    link = h.dir + "/tz-link"
+    if not os.path.lexists(link):
+        os.symlink(fifo, link)
+    zones = h.dir + "/zones"
+    os.makedirs(zones, exist_ok=True)
+    if not os.path.exists(zones + "/Trap"):
+        os.mkfifo(zones + "/Trap")
+    for env in (dict(h.env, TZ=link), dict(h.env, TZ="Trap", TZDIR=zones)):
+        r = h.run("schedule", "upcoming", env=env, timeout=20)
+        assert r.rc == 0 and r.secs < 10 and "using UTC" in r.err, (env.get("TZ"), r)

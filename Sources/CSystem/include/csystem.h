@@ -93,4 +93,9 @@ int sm_inotify_drain(int fd);
  * reported through a close-on-exec pipe). */
 int sm_spawn_group(const char *path, char *const argv[], char *const envp[], int out_fd);
 
+/* Hands back the pages of the loaded ELF objects that are never written (code and read-only
+ * data; never RELRO, never an object with text relocations) with MADV_DONTNEED: the next
+ * use faults them back from the page cache. Returns the bytes released (pages.c). */
+size_t sm_release_file_pages(void);
+
 #endif

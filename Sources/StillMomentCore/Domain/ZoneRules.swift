@@ -43,25 +43,29 @@ public struct ZoneRules: Sendable, Equatable {
 
     /// The one guard on `TZ` for both of its readers, ours above and libc's (`localtime_r`),
     /// called first thing in `main`. libc opens whatever file a TZ value names (under
-    /// `TZDIR`, else the zone database, or absolute), `..` included, and waits in `open` on
-    /// a FIFO; so a value that names something that is there and is not a regular file (a
-    /// FIFO, a device, a folder) is replaced by `UTC0` in this process's environment before
-    /// either reads it. Returns the value replaced, for a warning; nil when TZ is kept.
+    /// `TZDIR`, else the zone database, or absolute; `..` included; `Universal` for an empty
+    /// TZ, /etc/localtime without one) and waits in `open` on a FIFO; so when that file is
+    /// there and is not a regular file (a FIFO, a device, a folder, or a link to one) TZ is
+    /// set to `UTC0` and TZDIR removed in this process's environment, before either reads
+    /// them. Returns what was replaced, for a warning; nil when TZ is kept.
     @discardableResult
     public static func guardEnvironment() -> String? {
-        guard let raw = getenv("TZ") else { return nil }
-        let value = String(cString: raw)
-        var tz = value
-        if tz.hasPrefix(":") { tz.removeFirst() }
-        guard !tz.isEmpty else { return nil }
+        let value = getenv("TZ").map { String(cString: $0) }
         let folder = getenv("TZDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/share/zoneinfo"
-        var info = stat()
-        for path in tz.hasPrefix("/") ? [tz] : [folder + "/" + tz, "/usr/share/zoneinfo/" + tz] {
-            if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
-                setenv("TZ", "UTC0", 1)
-                tzset()
-                return value
+        var paths: [String]
+        switch value {
+        case nil: paths = ["/etc/localtime"]
+        case let tz?:
+            let name = tz.hasPrefix(":") ? String(tz.dropFirst()) : tz
+            if name.isEmpty { paths = [folder + "/Universal"] } else if name.hasPrefix("/") { paths = [name] } else {
+                paths = [folder + "/" + name, "/usr/share/zoneinfo/" + name]
             }
+        }
+        var info = stat()
+        for path in paths where stat(path, &info) == 0 && info.st_mode & S_IFMT != S_IFREG {
+            setenv("TZ", "UTC0", 1)
+            unsetenv("TZDIR")
+            return value ?? path
         }
         return nil
     }
