@@ -145,9 +145,9 @@ public final class Mixer {
             var written = false
             var pieceBound: Float = 0
             for v in voices {
-                guard let bound = mix(v, into: out + done * 2, frames: count, at: pieceStart, assign: !written) else { continue }
+                guard let voicePeak = mix(v, into: out + done * 2, frames: count, at: pieceStart, assign: !written) else { continue }
                 written = true
-                pieceBound += bound
+                pieceBound += voicePeak
             }
             if !written { (out + done * 2).update(repeating: 0, count: count * 2) }
             bound = max(bound, pieceBound)
