@@ -406,6 +406,8 @@ class Guest:
                 t, _, p = run(["pause"])
             self.event("pause", t, via=via)
             time.sleep(0.8)
+            # Where the pause's time went (status's lastPause; hw/measure.py prints it).
+            self.status(f"paused {i}")
             if via == "socket":
                 t, _ = self.client.request("resume")
             else:

@@ -643,6 +643,8 @@ def analyse_controls(cap, out, label):
     lat = {"socket": [], "cli": []}
     res = {"socket": [], "cli": []}
     worst_ratio = 0.0
+    statuses = {s["label"]: s["status"] for s in cap.meta["statuses"]}
+    parts = []
     for e in ev:
         if e["kind"] == "pause":
             # The tone must be playing when the pause is sent: else the silence found is
@@ -652,6 +654,18 @@ def analyse_controls(cap, out, label):
             onset = cap.silence_onset(at - 4096, 3 * RATE) if len(before) and float(before.max()) > plan.LOUD else None
             lat[e["via"]].append(None if onset is None else (cap.time(onset) - e["t"]) * 1000)
             i = onset
+            # The daemon's account of it (status's lastPause, CLOCK_MONOTONIC µs as our stamps).
+            lp = statuses.get(f"paused {len(parts)}", {}).get("lastPause")
+            if isinstance(lp, dict) and onset is not None:
+                sent = e["t"] * 1e6
+                heard = (cap.time(onset) - e["t"]) * 1000
+                to_post = (lp["postedAt"] - sent) / 1000
+                to_write = (lp["writtenAt"] - lp["postedAt"]) / 1000
+                rest = heard - to_post - to_write - lp["aheadMs"] - RAMP / MS
+                parts.append(f"{e['via']} {heard:.1f} = {to_post:.1f} to the output thread + {to_write:.1f} to the fade's "
+                             f"write + {lp['aheadMs']:.1f} queued ahead of it + {RAMP / MS:.0f} the fade + {rest:+.1f}")
+            else:
+                parts.append(f"{e['via']}: no account")
         elif e["kind"] == "resume":
             i = cap.first_loud(cap.index(e["t"]) - 4096, cap.index(e["t"]) + 3 * RATE)
             res[e["via"]].append(None if i is None else (cap.time(i) - e["t"]) * 1000)
@@ -676,6 +690,10 @@ def analyse_controls(cap, out, label):
         target(f"{label} pause to silence at the device, {via}, worst of {len(got)} "
                f"({', '.join(f'{v:.1f}' for v in got)} ms; resume to sound: {rs} ms)", f"{max(got):.1f}", "ms", goal,
                max(got) <= 30, cmd)
+    if parts:
+        info(f"{label} where each pause's time went (ms: the command's send to the engine's post, the post to the "
+             f"output thread's write of the fade, what the device held in front of it, the fade, and the rest: "
+             f"the capture's timing and the silence detector): " + "; ".join(parts))
     target(f"{label} click at the pauses and resumes: largest sample step within 50 ms of each transition against "
            f"the tone's own largest step ({own_step:.4f})", f"{worst_ratio:.2f}", "x", "<= 1", worst_ratio <= 1.001)
 

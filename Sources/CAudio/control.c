@@ -111,6 +111,21 @@ sm_output_stats sm_output_get_stats(const sm_output *o) {
         .paced = atomic_load(&m->st_paced),
         .failed = atomic_load(&m->st_failed),
     };
+    /* The last pause's figures, read under their seqlock (a few tries; else none). */
+    for (int tries = 0; tries < 8; tries++) {
+        uint32_t q = atomic_load_explicit(&m->st_pauses, memory_order_acquire);
+        if (q & 1) continue;
+        uint32_t ahead = atomic_load_explicit(&m->st_pause_ahead, memory_order_relaxed);
+        uint64_t posted = atomic_load_explicit(&m->st_pause_posted_ns, memory_order_relaxed);
+        uint64_t written = atomic_load_explicit(&m->st_pause_written_ns, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&m->st_pauses, memory_order_relaxed) != q) continue;
+        s.pauses = q / 2;
+        s.pause_ahead_frames = ahead;
+        s.pause_posted_ns = posted;
+        s.pause_written_ns = written;
+        break;
+    }
     return s;
 }
 
@@ -173,6 +188,7 @@ uint32_t sm_output_post(sm_output *o, int request) {
     if (request == SM_REQ_DRAIN)
         atomic_store_explicit(&o->drain_at, sm_ring_write_index(o->ring), memory_order_relaxed);
     atomic_store_explicit(&o->req_type, request, memory_order_release);
+    atomic_store_explicit(&o->req_ns, sm_monotonic_ns(), memory_order_relaxed);
     uint32_t seq = atomic_fetch_add_explicit(&o->req_seq, 1, memory_order_acq_rel) + 1;
     atomic_fetch_add_explicit(&o->data_counter, 1, memory_order_seq_cst);
     sm_futex_wake(&o->data_counter);

@@ -97,6 +97,8 @@ struct sm_output {
     int standby_paused;   /* the standby holds a paused session (a sit in several rooms): it
                              goes on with a fade-in, as a resume does */
     uint32_t handled_seq;
+    long ramp_ahead;                  /* the last ramp-out's: frames queued in front of its fade, */
+    uint64_t ramp_written_ns;         /* and when it was written (0: nothing was written) */
     uint32_t loop_seq;    /* the drain or fade the loop is finishing */
     uint64_t align_begun; /* the aligned start being met (its instant; 0: none) */
     uint64_t align_frames; /* its silence as first reckoned (a device not in real time) */
@@ -137,6 +139,11 @@ struct sm_output {
     _Atomic uint64_t st_silence_frames;
     _Atomic uint32_t st_silence_events;
     _Atomic uint32_t st_rewinds;
+    _Atomic uint64_t req_ns;          /* CLOCK_MONOTONIC of the last request's post */
+    _Atomic uint32_t st_pauses;       /* odd while the last pause's figures are written (a seqlock) */
+    _Atomic uint32_t st_pause_ahead;
+    _Atomic uint64_t st_pause_posted_ns;
+    _Atomic uint64_t st_pause_written_ns;
     _Atomic int st_realtime;
     _Atomic int st_rt_errno;
     _Atomic int st_paced;

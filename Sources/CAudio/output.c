@@ -67,14 +67,25 @@ static void settle_paused(sm_output *o, uint32_t written) {
 }
 
 static void do_pause(sm_output *o) {
+    uint64_t posted = atomic_load_explicit(&o->req_ns, memory_order_relaxed);
     int written = sm_out_ramp_out(o, o->pause_tail);
     if (written < 0) return;
+    if (o->ramp_written_ns) {
+        /* Where the pause's time went, for status (a seqlock: odd while written). */
+        uint32_t q = atomic_load_explicit(&o->st_pauses, memory_order_relaxed);
+        atomic_store_explicit(&o->st_pauses, q + 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        atomic_store_explicit(&o->st_pause_ahead, (uint32_t)o->ramp_ahead, memory_order_relaxed);
+        atomic_store_explicit(&o->st_pause_posted_ns, posted, memory_order_relaxed);
+        atomic_store_explicit(&o->st_pause_written_ns, o->ramp_written_ns, memory_order_relaxed);
+        atomic_store_explicit(&o->st_pauses, q + 2, memory_order_release);
+    }
     settle_paused(o, (uint32_t)written);
 }
 
 /* Starts a long fade at the consumer; the loop finishes it (finish_fade). */
 static void start_fade(sm_output *o, uint32_t frames) {
-    sm_out_take_back(o);
+    sm_out_take_back(o, 0);
     if (frames < o->ramp_frames) frames = o->ramp_frames;
     o->gain_target = 0.0f;
     o->gain_step = (o->gain > 0.0f ? o->gain : 1.0f) / (float)frames;

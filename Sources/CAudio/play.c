@@ -307,26 +307,36 @@ int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
 }
 
 /* Frames queued on the device and not yet heard that may be taken back, less a safety
- * margin of 2 ms and a ramp, and less what the device keeps queued (its delay's
+ * margin of `margin` frames, and less what the device keeps queued (its delay's
  * rewindable says: a period through an ALSA plugin chain) (0: none, or a device that does
  * not rewind). Never more than the delay (0 on a device that does not pace, such as null
  * or file). */
-static long takeable(sm_output *o) {
+static long takeable(sm_output *o, long margin) {
     if (!o->info.can_rewind) return 0;
     sm_dev_state st = dev_state(o);
     if (st != SM_DEV_RUNNING && st != SM_DEV_PREPARED) return 0;
     long rewindable = 0, queued = 0;
     if (o->dev->ops->delay(o->dev, &queued, &rewindable) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
-    long k = rewindable - (long)(o->info.rate / 500 + o->ramp_frames);
+    long k = rewindable - margin;
     return k > 0 ? k : 0;
+}
+
+/* The margins a take-back leaves queued in front of what is written next. 2 ms (PulseAudio's
+ * rewind safeguard is 1.33 ms) for the time between the device's pointer read and the write
+ * that follows the rewind, and a ramp more where nothing but that write's own frames will
+ * stand between the device and running dry until the loop writes again (a fade without
+ * zeros behind it: a seek's, a long fade's, a standby's). */
+static long margin_frames(const sm_output *o, int with_ramp) {
+    return (long)(o->info.rate / 500) + (with_ramp ? (long)o->ramp_frames : 0);
 }
 
 /* Takes back what the device has queued but not yet played, beyond a safety margin
  * (the device's rewind), so that what we write next is heard within a few ms. The frames
- * taken back are played again from the history. */
-void sm_out_take_back(sm_output *o) {
-    long k = takeable(o);
+ * taken back are played again from the history. `tight`: the write that follows carries
+ * zeros after its ramp (a pause), so the margin is 2 ms instead of 2 ms and a ramp. */
+void sm_out_take_back(sm_output *o, int tight) {
+    long k = takeable(o, margin_frames(o, !tight));
     uint64_t tail = last_run(o);
     if (tail > o->hist_valid) tail = o->hist_valid;
     if ((uint64_t)k > tail) k = (long)tail;
@@ -356,7 +366,7 @@ long sm_out_take_back_silence_upto(sm_output *o, long most) {
     uint64_t audio_end = 0;
     if (o->seg_count) audio_end = o->seg[o->seg_count - 1].dev_start + o->seg[o->seg_count - 1].len;
     uint64_t silence = o->dev_pos > audio_end ? o->dev_pos - audio_end : 0;
-    long k = takeable(o) - (long)o->dev->info.silence_keep_frames;
+    long k = takeable(o, margin_frames(o, 1)) - (long)o->dev->info.silence_keep_frames;
     if (k <= 0) return 0;               /* less queued than the device must keep: nothing */
     if ((uint64_t)k > silence) k = (long)silence;
     if (k > most) k = most;
@@ -377,7 +387,10 @@ long sm_out_take_back_silence_upto(sm_output *o, long most) {
 int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
     /* A pause or flush overrides a fade in progress (a drain goes on until its caller ends it). */
     if (out_fading(o->state)) o->state = o->state == OUT_FADING_DRAINING ? OUT_DRAINING : OUT_PLAYING;
-    sm_out_take_back(o);
+    o->ramp_written_ns = 0;
+    /* Zeros go behind the fade in its write (as many as the buffers hold): then the take-back
+     * may leave only its 2 ms (chunk_frames >= ramp_frames, sm_output_open). */
+    sm_out_take_back(o, o->gain > 0.0f && zeros > 0 && o->chunk_frames > o->ramp_frames);
     o->gain_target = 0.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
     uint32_t n = o->ramp_frames;
@@ -398,7 +411,11 @@ int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
         char *src = device_frames(o, n, 0);
         memset(src + (size_t)n * device_frame_bytes(o), 0, (size_t)z * device_frame_bytes(o));
         uint64_t dev_start = o->dev_pos;
+        long ahead = 0;
+        if (dev_delay(o, &ahead) < 0 || ahead < 0) ahead = 0;
         if (write_src(o, src, n + z, NULL) < 0) return -1;
+        o->ramp_ahead = ahead;
+        o->ramp_written_ns = sm_monotonic_ns();
         if (got) add_segment(o, dev_start, start, got);
         if (z) o->hist_valid = 0;   /* a rewind must not reach back across silence */
     }

@@ -23,8 +23,9 @@ uint32_t sm_out_pending(sm_output *o);
 int sm_out_play_ring(sm_output *o, uint32_t n);
 /* Writes n frames of silence (counted as an underflow when asked); -1 when lost. */
 int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
-/* Takes back queued audio not yet heard, beyond a margin: played again from the history. */
-void sm_out_take_back(sm_output *o);
+/* Takes back queued audio not yet heard, beyond a margin (2 ms when `tight`: zeros follow
+ * in the same write; else 2 ms and a ramp): played again from the history. */
+void sm_out_take_back(sm_output *o, int tight);
 /* Takes back the silence queued after the last audio (a start from the standby, a seek's
  * refill), down to the margin. */
 void sm_out_take_back_silence(sm_output *o);

@@ -55,6 +55,18 @@ public struct OutputStatistics: Sendable, Equatable {
     public var realtimeRefusal: String?
     public var paced: Bool
     public var failure: String?
+    /// Where the last pause's time went (nil before this engine's first pause).
+    public var lastPause: PauseTiming?
+}
+
+/// The output thread's account of a pause: when the engine posted it and when its fade went
+/// to the device (CLOCK_MONOTONIC, µs, as a request's `at`), and how much the device still
+/// held in front of the fade then (ms). What is heard goes quiet about `aheadMs` and a ramp
+/// (5 ms) after `writtenAt`.
+public struct PauseTiming: Sendable, Equatable {
+    public var postedAt: Int64
+    public var writtenAt: Int64
+    public var aheadMs: Double
 }
 
 /// The engine: a mixer on a render thread feeding a sink.
@@ -300,13 +312,17 @@ public final class AudioEngine: Sendable {
         s.xruns -= min(s.xruns, b.xruns)
         s.suspends -= min(s.suspends, b.suspends)
         s.rewinds -= min(s.rewinds, b.rewinds)
+        let pause = s.pauses > b.pauses
+            ? PauseTiming(postedAt: Int64(clamping: s.pause_posted_ns / 1000), writtenAt: Int64(clamping: s.pause_written_ns / 1000),
+                          aheadMs: (Double(s.pause_ahead_frames) * 1000 / Double(sampleRate) * 100).rounded() / 100)
+            : nil
         let failure: String? = s.failed != 0 ? DeviceError(e, device: deviceInfo?.name ?? "").description : nil
         return OutputStatistics(
             framesWritten: s.frames_written, silenceFrames: s.silence_frames, silenceEvents: Int(s.silence_events),
             xruns: Int(s.xruns), suspends: Int(s.suspends), rewinds: Int(s.rewinds),
             realtime: s.realtime < 0 ? nil : s.realtime == 1,
             realtimeRefusal: s.realtime == 0 && s.rt_errno != 0 ? String(cString: strerror(s.rt_errno)) : nil,
-            paced: s.paced != 0, failure: failure)
+            paced: s.paced != 0, failure: failure, lastPause: pause)
     }
 }
 

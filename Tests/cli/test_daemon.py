@@ -184,6 +184,8 @@ def test_status_pause_resume_stop(home):
     time.sleep(0.5)
     s2 = status(home)
     assert r.rc == 0 and s1.get("paused") is True and s1.get("elapsed") == s2.get("elapsed"), "pause freezes elapsed"
+    lp = s2.get("lastPause")
+    assert isinstance(lp, dict) and 0 < lp["postedAt"] <= lp["writtenAt"] and lp["aheadMs"] >= 0, s2
     r = home.run("resume")
     time.sleep(0.3)
     s3 = status(home)

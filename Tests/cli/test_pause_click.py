@@ -187,11 +187,13 @@ def unrecorded(tone_daemon, recorded):
     c = tone_daemon.c
     c.request("play", {"id": "tone", "device": "pulse"})
     time.sleep(3)
-    counts = []
+    counts, timings = [], []
     for _ in range(20):
+        sent = time.monotonic()
         c.request("pause")
         time.sleep(0.4)
         paused = result(c.request("status"))
+        timings.append((int(sent * 1e6), paused.get("lastPause")))
         c.request("resume")
         time.sleep(0.8)
         playing = result(c.request("status"))
@@ -202,15 +204,28 @@ def unrecorded(tone_daemon, recorded):
         time.sleep(0.8)
     after = result(c.request("status"))
     c.request("stop")
-    return counts, after
+    return counts, after, timings
 
 
 def test_without_a_recorder_20_pauses_and_resumes_count_no_underrun_and_each_resume_plays(unrecorded):
-    counts, _ = unrecorded
+    counts, _, _ = unrecorded
     assert all(c[:4] == (0, 0, 0, 0) and c[4] == "playing" and c[5] is False for c in counts), \
         f"(xruns, underruns) paused and playing after each resume: {counts}"
 
 
 def test_without_a_recorder_4_seeks_count_no_underrun(unrecorded):
-    _, after = unrecorded
+    _, after, _ = unrecorded
     assert after.get("xruns") == 0 and after.get("underruns") == 0 and after.get("state") == "playing", after
+
+
+def test_status_says_where_each_pause_went(unrecorded):
+    """status's lastPause: when the daemon posted the pause to the output thread and when the
+    thread wrote its fade (CLOCK_MONOTONIC µs, the clock of the send's own stamp), and what
+    the stream still held in front of the fade: each pause its own, in order, after its send."""
+    _, _, timings = unrecorded
+    assert all(isinstance(t, dict) for _, t in timings), timings
+    posted = [t["postedAt"] for _, t in timings]
+    assert posted == sorted(set(posted)), f"one account per pause, in order: {posted}"
+    bad = [(sent, t) for sent, t in timings
+           if not (sent <= t["postedAt"] <= t["writtenAt"] <= sent + 100_000 and 0 <= t["aheadMs"] <= 1000)]
+    assert not bad, f"(the send, lastPause) out of order or late: {bad}"

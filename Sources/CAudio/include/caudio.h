@@ -114,6 +114,13 @@ typedef struct sm_output_stats {
     int rt_errno;                /* why SCHED_FIFO was refused (EPERM, ...) */
     int paced;                   /* 1 when the device plays at real time (delay seen > 0) */
     int failed;                  /* 1 when the device was lost; see sm_output_last_error */
+    /* The last pause (pauses > 0): CLOCK_MONOTONIC when it was posted and when its fade went
+     * to the device, and the frames the device still held in front of the fade then. What is
+     * heard stops about ahead + a ramp (5 ms) after the write. */
+    uint32_t pauses;
+    uint32_t pause_ahead_frames;
+    uint64_t pause_posted_ns;
+    uint64_t pause_written_ns;
 } sm_output_stats;
 
 typedef struct sm_output sm_output;
