@@ -33,10 +33,7 @@ struct StillMoment: ParsableCommand {
     static func main() {
         _ = ProcessClock.start
         // TZ's one guard, before anything reads the time (ours or libc's).
-        if let refused = ZoneRules.guardEnvironment() {
-            Console.warning(tr("TZ='\(Display.clean(refused))' names something that is not a time zone file (a FIFO, a device or a folder): using UTC",
-                               "TZ='\(Display.clean(refused))' nennt etwas, das keine Zeitzonendatei ist (eine FIFO, ein Gerät oder ein Ordner): es gilt UTC"))
-        }
+        if let refused = ZoneRules.guardEnvironment() { Console.warning(refused.message) }
         // The web app's tables and settings, before any command opens the catalog or reads
         // the settings: every process of this executable knows them (the daemon, the CLI).
         WebRegistration.register()

@@ -76,6 +76,18 @@ struct ScheduleArithmeticTests {
         defer { unlink(fifo) }
         #expect(ZoneRules.named(fifo) == nil)
         #expect(ZoneRules.named("/dev/zero") == nil)
+        // TZ's guard: a TZ naming it is refused, and so is the system's zone file without a TZ,
+        // each with a warning that says which.
+        let named = ZoneRules.refusal(tz: ":" + fifo, tzdir: nil)
+        #expect(named == ZoneRules.RefusedZone(tz: ":" + fifo, path: fifo))
+        #expect(named?.message.hasPrefix("TZ=':\(fifo)' ") == true)
+        let system = ZoneRules.refusal(tz: nil, tzdir: nil, localtime: fifo)
+        #expect(system == ZoneRules.RefusedZone(tz: nil, path: fifo))
+        #expect(system?.message.hasPrefix(fifo) == true)
+        #expect(system?.message.contains("TZ=") == false)
+        #expect(ZoneRules.refusal(tz: nil, tzdir: nil, localtime: "/usr/share/zoneinfo/UTC") == nil)
+        #expect(ZoneRules.refusal(tz: "Europe/Berlin", tzdir: nil, localtime: fifo) == nil)
+        #expect(ZoneRules.refusal(tz: "", tzdir: FileManager.default.temporaryDirectory.path, localtime: fifo) == nil)
     }
 
     @Test("the hour clocks skip rings once at the first valid minute; the repeated hour once, at its first occurrence")

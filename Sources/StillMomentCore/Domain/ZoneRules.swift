@@ -47,14 +47,24 @@ public struct ZoneRules: Sendable, Equatable {
     /// TZ, /etc/localtime without one) and waits in `open` on a FIFO; so when that file is
     /// there and is not a regular file (a FIFO, a device, a folder, or a link to one) TZ is
     /// set to `UTC0` and TZDIR removed in this process's environment, before either reads
-    /// them. Returns what was replaced, for a warning; nil when TZ is kept.
+    /// them. Returns what was refused, for a warning; nil when TZ is kept.
     @discardableResult
-    public static func guardEnvironment() -> String? {
-        let value = getenv("TZ").map { String(cString: $0) }
-        let folder = getenv("TZDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/share/zoneinfo"
+    public static func guardEnvironment() -> RefusedZone? {
+        let refused = refusal(tz: getenv("TZ").map { String(cString: $0) }, tzdir: getenv("TZDIR").map { String(cString: $0) })
+        if refused != nil {
+            setenv("TZ", "UTC0", 1)
+            unsetenv("TZDIR")
+        }
+        return refused
+    }
+
+    /// What libc would open for these TZ and TZDIR values (`localtime`: the file it reads
+    /// without a TZ), when that is there and is not a regular file; nil when it is safe.
+    static func refusal(tz value: String?, tzdir: String?, localtime: String = "/etc/localtime") -> RefusedZone? {
+        let folder = tzdir.flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/share/zoneinfo"
         var paths: [String]
         switch value {
-        case nil: paths = ["/etc/localtime"]
+        case nil: paths = [localtime]
         case let tz?:
             let name = tz.hasPrefix(":") ? String(tz.dropFirst()) : tz
             if name.isEmpty { paths = [folder + "/Universal"] } else if name.hasPrefix("/") { paths = [name] } else {
@@ -63,11 +73,29 @@ public struct ZoneRules: Sendable, Equatable {
         }
         var info = stat()
         for path in paths where stat(path, &info) == 0 && info.st_mode & S_IFMT != S_IFREG {
-            setenv("TZ", "UTC0", 1)
-            unsetenv("TZDIR")
-            return value ?? path
+            return RefusedZone(tz: value, path: path)
         }
         return nil
+    }
+
+    /// What `guardEnvironment` refused: TZ's value, or (no TZ) the system's zone file.
+    public struct RefusedZone: Sendable, Equatable {
+        /// TZ as it was; nil when it was not set.
+        public var tz: String?
+        /// The file that is no zone.
+        public var path: String
+
+        /// The one-line warning.
+        public var message: String {
+            let what = " (a FIFO, a device or a folder): using UTC"
+            let was = " (eine FIFO, ein Gerät oder ein Ordner): es gilt UTC"
+            if let tz {
+                return tr("TZ='\(Display.clean(tz))' names something that is not a time zone file" + what,
+                          "TZ='\(Display.clean(tz))' nennt etwas, das keine Zeitzonendatei ist" + was)
+            }
+            return tr("\(Display.clean(path)) (the system's time zone, TZ is not set) is not a time zone file" + what,
+                      "\(Display.clean(path)) (die Zeitzone des Systems, TZ ist nicht gesetzt) ist keine Zeitzonendatei" + was)
+        }
     }
 
     /// A zone from the system's database (`Europe/Berlin`).
