@@ -8,4 +8,8 @@ echo "hw-guest: kernel $(uname -r), $(nproc) CPUs; cards: $(sed -n 's/^ *[0-9]* 
 rc=$?
 # A button on the kernel's evdev path (uinput): hw/button.py.
 /usr/bin/python3 hw/button.py "$HW_OUT" || rc=1
+# Seeks with the daemon stalled right after each (hw only): hw/seek_stall.py.
+if grep -q '^DEVICES=.*\bhw\b' "$HW_OUT/config"; then
+    /usr/bin/python3 hw/seek_stall.py "$HW_OUT" || rc=1
+fi
 exit $rc

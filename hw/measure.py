@@ -884,6 +884,20 @@ def analyse_button(out):
         info(f"button plugged again: watched again after {f['replug_to_watching_s']:.1f} s (the daemon waits for its node through inotify)")
 
 
+def analyse_seek_stall(out):
+    """hw/seek_stall.py: seeks on hw, each with the daemon stopped for 60 ms at its answer."""
+    try:
+        got = json.load(open(os.path.join(out, "seek-stall.json")))
+    except (OSError, ValueError) as e:
+        check(False, f"[hw:Loopback,0] the seeks with a stall did not run ({e})")
+        return
+    rows = got["xruns"]
+    bad = sum(1 for x in rows if x)
+    target(f"[hw:Loopback,0] seeks of ±15 s, each with the daemon stopped (SIGSTOP) for {got['stall_ms']:.0f} ms at "
+           f"its answer (the card's buffer is 100 ms): xruns after each {rows}", f"{bad} of {len(rows)}", "seeks with an xrun",
+           "0", bad == 0, "hw/seek_stall.py")
+
+
 def analyse(out):
     try:
         guest = json.load(open(os.path.join(out, "guest.json")))
@@ -904,6 +918,8 @@ def analyse(out):
     for dev in plan.chosen(config):
         analyse_device(out, dev)
     analyse_button(out)
+    if "hw" in config.get("DEVICES", "").split(","):
+        analyse_seek_stall(out)
     print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
 

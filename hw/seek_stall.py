@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""The sound-card rig's seek under a stall (hw/inside.sh runs it in the guest when the run
+plays hw; hw/measure.py reads seek-stall.json): does a stall of the whole daemon right after
+a seek run the card dry?
+
+In the guest: the daemon plays the rig's tone on hw:Loopback,0 (nothing records; snd-aloop
+paces the playback by itself), and 12 times a `seek` of ±15 s on the control socket is
+followed, as soon as its answer comes, by a SIGSTOP of the daemon for 60 ms (less than the
+card's 100-ms buffer, more than a period or two); status's xruns are read after each. A
+seek's refill used to keep one or two 20-ms periods of silence queued while the producer
+refilled, so a stall inside that window ran the card dry (6 of 12 seeks counted an xrun);
+it now keeps the buffer full (0 of 12)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+import realtime as rt  # noqa: E402   (bench/realtime.py: its control-socket client)
+
+OUT = sys.argv[1]
+CONFIG = dict(line.strip().split("=", 1) for line in open(os.path.join(OUT, "config")) if "=" in line)
+BIN = CONFIG["BIN"]
+WORK = "/tmp/probe-seek"
+ENV = dict(os.environ, STILLMOMENT_HOME=f"{WORK}/home", XDG_RUNTIME_DIR=f"{WORK}/run", HOME=f"{WORK}/user",
+           NO_COLOR="1")
+SOCK = f"{WORK}/run/stillmoment/control.sock"
+STALL = 0.060
+SEEKS = 12
+
+
+def say(text):
+    print(f"hw-guest: {text}", flush=True)
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    for d in ("home", "run", "user"):
+        os.makedirs(f"{WORK}/{d}", mode=0o700)
+    subprocess.run([BIN, "import", os.path.join(OUT, "tone.mp3"), "--name", "tone"], env=ENV, check=True,
+                   stdout=subprocess.DEVNULL)
+    log = open(f"{WORK}/daemon.log", "w")
+    daemon = subprocess.Popen([BIN, "daemon"], env=ENV, stdout=log, stderr=log)
+    try:
+        client = None
+        for _ in range(200):
+            try:
+                client = rt.Client(SOCK)
+                break
+            except OSError:
+                time.sleep(0.05)
+        if client is None:
+            say("seek-stall probe: cannot connect to the daemon")
+            return 1
+        say("hw: seeks, each with a 60-ms stall of the daemon")
+        _, r = client.request("play", {"id": "tone", "device": "hw:Loopback,0"})
+        time.sleep(3.0)
+        _, s = client.request("status")
+        say(f"seek-stall probe ({os.path.basename(BIN)}): playing, xruns {s.get('xruns')}, device {s.get('device')}")
+        rows = []
+        for i in range(SEEKS):
+            before = client.request("status")[1].get("xruns") or 0
+            client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+            os.kill(daemon.pid, signal.SIGSTOP)
+            time.sleep(STALL)
+            os.kill(daemon.pid, signal.SIGCONT)
+            time.sleep(1.2)
+            after = client.request("status")[1].get("xruns") or 0
+            rows.append(after - before)
+        say(f"seek-stall probe ({os.path.basename(BIN)}): xruns after each of {SEEKS} seeks with a "
+            f"{STALL * 1000:.0f}-ms SIGSTOP at the answer: {rows}; seeks with an xrun: "
+            f"{sum(1 for x in rows if x)} of {SEEKS}")
+        client.request("stop")
+        with open(os.path.join(OUT, "seek-stall.json"), "w") as f:
+            json.dump({"stall_ms": STALL * 1000, "xruns": rows}, f)
+        return 0
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(5)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        log.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
