@@ -892,6 +892,9 @@ def analyse_seek_stall(out):
         check(False, f"[hw:Loopback,0] the seeks with a stall did not run ({e})")
         return
     rows = got["xruns"]
+    if got.get("problems") or len(rows) != got.get("seeks", 12):
+        check(False, f"[hw:Loopback,0] the seeks with a stall did not all run: {'; '.join(got.get('problems', []))}")
+        return
     bad = sum(1 for x in rows if x)
     target(f"[hw:Loopback,0] seeks of ±15 s, each with the daemon stopped (SIGSTOP) for {got['stall_ms']:.0f} ms at "
            f"its answer (the card's buffer is 100 ms): xruns after each {rows}", f"{bad} of {len(rows)}", "seeks with an xrun",

@@ -61,22 +61,30 @@ def main():
         time.sleep(3.0)
         _, s = client.request("status")
         say(f"seek-stall probe ({os.path.basename(BIN)}): playing, xruns {s.get('xruns')}, device {s.get('device')}")
+        problems = []
+        if s.get("state") != "playing" or s.get("device") != "hw:Loopback,0" or not isinstance(s.get("xruns"), int):
+            problems.append(f"not playing on hw:Loopback,0 after `play`: {str(r)[:200]}; status {str(s)[:300]}")
         rows = []
-        for i in range(SEEKS):
-            before = client.request("status")[1].get("xruns") or 0
-            client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+        for i in range(SEEKS if not problems else 0):
+            before = client.request("status")[1].get("xruns")
+            _, answer = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
             os.kill(daemon.pid, signal.SIGSTOP)
             time.sleep(STALL)
             os.kill(daemon.pid, signal.SIGCONT)
             time.sleep(1.2)
-            after = client.request("status")[1].get("xruns") or 0
+            _, st = client.request("status")
+            after = st.get("xruns")
+            if (isinstance(answer, dict) and "error" in answer) or st.get("state") != "playing" \
+                    or not isinstance(before, int) or not isinstance(after, int):
+                problems.append(f"seek {i + 1}: answer {str(answer)[:200]}, status {str(st)[:200]}")
+                break
             rows.append(after - before)
         say(f"seek-stall probe ({os.path.basename(BIN)}): xruns after each of {SEEKS} seeks with a "
             f"{STALL * 1000:.0f}-ms SIGSTOP at the answer: {rows}; seeks with an xrun: "
             f"{sum(1 for x in rows if x)} of {SEEKS}")
         client.request("stop")
         with open(os.path.join(OUT, "seek-stall.json"), "w") as f:
-            json.dump({"stall_ms": STALL * 1000, "xruns": rows}, f)
+            json.dump({"stall_ms": STALL * 1000, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
         return 0
     finally:
         daemon.terminate()

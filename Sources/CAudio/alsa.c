@@ -327,6 +327,7 @@ static int configure(alsa_backend *a, const sm_backend_config *c, sm_error *e) {
      * from the standby in one of three runs (in none of the runs with it). */
     a->whole_periods = chain.rate_plugin || (type == SND_PCM_TYPE_PLUG && !chain.card_pointer);
     if (!a->whole_periods) a->ops.held = NULL;
+    info->deep_refill = !a->whole_periods;
     if (!snd_pcm_hw_params_can_pause(hw) || a->whole_periods) a->ops.pause = NULL;
     /* External (ioplug/extplug) devices such as pulse hand each write to another process
      * at once: snd_pcm_rewind moves their pointer but cannot take back what the server

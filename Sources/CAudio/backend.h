@@ -73,6 +73,10 @@ typedef struct sm_backend_info {
      * on (an ALSA card's pointer), never fewer; the clock takes the upper envelope of its
      * reads (clock.c). 0: reads as they are (a sound server's, interpolated already). */
     int pointer_lags;
+    /* A seek's refill may keep the buffer full of silence: all of it is taken back (an ALSA
+     * PCM whose rewind reaches the card: no rate plugin, whose rewindable is always 0, and no
+     * plug in front of a dmix). 0: a period at a time. */
+    int deep_refill;
 } sm_backend_info;
 
 typedef struct sm_backend sm_backend;

@@ -187,8 +187,8 @@ uint32_t sm_output_post(sm_output *o, int request) {
     /* A drain is for what the producer (the poster) has written so far. */
     if (request == SM_REQ_DRAIN)
         atomic_store_explicit(&o->drain_at, sm_ring_write_index(o->ring), memory_order_relaxed);
-    atomic_store_explicit(&o->req_type, request, memory_order_release);
     atomic_store_explicit(&o->req_ns, sm_monotonic_ns(), memory_order_relaxed);
+    atomic_store_explicit(&o->req_type, request, memory_order_release);
     uint32_t seq = atomic_fetch_add_explicit(&o->req_seq, 1, memory_order_acq_rel) + 1;
     atomic_fetch_add_explicit(&o->data_counter, 1, memory_order_seq_cst);
     sm_futex_wake(&o->data_counter);

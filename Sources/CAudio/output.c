@@ -31,6 +31,14 @@ static void sleep_frames(sm_output *o, uint64_t frames) {
     nanosleep(&ts, NULL);
 }
 
+/* A seek's refill keeps the device's buffer full of silence where all of it can be taken
+ * back (the backend says: alsa.c). A sound server's stream keeps a period at a time: its
+ * 500-ms buffer would be a long rewind of the server's sink at every seek, and it met no
+ * underrun at a seek under load. */
+static int deep_refill(const sm_output *o) {
+    return o->info.can_rewind && o->dev->info.deep_refill;
+}
+
 /* After a fade to zero (and `written` of the zeros after it): lets it play out, pauses
  * the device and flushes the ring. */
 static void settle_paused(sm_output *o, uint32_t written) {
@@ -66,8 +74,15 @@ static void settle_paused(sm_output *o, uint32_t written) {
     sm_out_publish_clock(o, stop, stop, 0);
 }
 
+/* A pause or a fade that comes during a seek's refill: the silence the refill queued (up to
+ * a buffer's worth where it fills it) is taken back first, so the device pauses at once. */
+static void take_back_refill(sm_output *o) {
+    if (o->state == OUT_REFILLING && deep_refill(o)) sm_out_take_back_silence(o);
+}
+
 static void do_pause(sm_output *o) {
     uint64_t posted = atomic_load_explicit(&o->req_ns, memory_order_relaxed);
+    take_back_refill(o);
     int written = sm_out_ramp_out(o, o->pause_tail);
     if (written < 0) return;
     if (o->ramp_written_ns) {
@@ -85,6 +100,7 @@ static void do_pause(sm_output *o) {
 
 /* Starts a long fade at the consumer; the loop finishes it (finish_fade). */
 static void start_fade(sm_output *o, uint32_t frames) {
+    take_back_refill(o);
     sm_out_take_back(o, 0);
     if (frames < o->ramp_frames) frames = o->ramp_frames;
     o->gain_target = 0.0f;
@@ -138,13 +154,6 @@ static void do_resume(sm_output *o) {
     o->gain_target = 1.0f;
 }
 
-/* A seek's refill keeps the device's buffer full of silence: an ALSA device that rewinds.
- * (A sound server's stream keeps its period at a time: its 500-ms buffer would be a long
- * rewind of the server's sink at every seek, and it met no underrun at a seek under load.) */
-static int deep_refill(const sm_output *o) {
-    return o->info.can_rewind && !o->dev->info.sound_server;
-}
-
 static void do_flush(sm_output *o) {
     if (sm_out_ramp_out(o, 0) < 0) return;
     sm_out_flush_ring(o);
@@ -153,7 +162,8 @@ static void do_flush(sm_output *o) {
      * silence a running device needs meanwhile is the seek's, not an underrun (up to
      * 200 ms; a producer that takes longer is stalled, and counted). Where the device
      * rewinds, the refill keeps its buffer full of silence (below): that much more. */
-    o->refill_grace = o->info.rate / 5 + (deep_refill(o) ? o->info.buffer_frames : 0);
+    uint32_t fill = o->info.buffer_frames > o->dev->info.headroom_frames ? o->info.buffer_frames - o->dev->info.headroom_frames : 0;
+    o->refill_grace = o->info.rate / 5 + (deep_refill(o) ? fill : 0);
     /* That silence goes in whole periods (a PulseAudio stream's are 125 ms): written in
      * front of the new audio, it left 250 ms between the old audio and the new at every
      * seek there (20-40 ms on hw). It is taken back once the producer has refilled. */
@@ -468,9 +478,9 @@ void *sm_output_thread_main(void *arg) {
                      * counted an xrun at 6 of 12 seeks before, 0 of 12 now. */
                     long avail = dev_avail(o);
                     const long want = (long)period + (long)o->dev->info.headroom_frames;
-                    if (avail >= want) { play_dry_silence(o, period); continue; }
+                    if (avail < 0 || avail >= want) { play_dry_silence(o, period); continue; }
                     sm_out_update_clock(o);
-                    int ms = avail >= 0 ? (int)((uint64_t)(want - avail) * 1000 / o->info.rate) : 1;
+                    int ms = (int)((uint64_t)(want - avail) * 1000 / o->info.rate);
                     sm_out_wait_for_data(o, enough, ms < 1 ? 1 : ms);
                     continue;
                 }

@@ -388,8 +388,9 @@ int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
     /* A pause or flush overrides a fade in progress (a drain goes on until its caller ends it). */
     if (out_fading(o->state)) o->state = o->state == OUT_FADING_DRAINING ? OUT_DRAINING : OUT_PLAYING;
     o->ramp_written_ns = 0;
-    /* Zeros go behind the fade in its write (as many as the buffers hold): then the take-back
-     * may leave only its 2 ms (chunk_frames >= ramp_frames, sm_output_open). */
+    /* Zeros go behind the fade in its write (as many as the buffer holds: chunk_frames less
+     * the ramp; chunk_frames >= ramp_frames, sm_output_open, and equal leaves no room for
+     * any): then the take-back may leave only its 2 ms. */
     sm_out_take_back(o, o->gain > 0.0f && zeros > 0 && o->chunk_frames > o->ramp_frames);
     o->gain_target = 0.0f;
     o->gain_step = 1.0f / (float)o->ramp_frames;
@@ -411,11 +412,13 @@ int sm_out_ramp_out(sm_output *o, uint32_t zeros) {
         char *src = device_frames(o, n, 0);
         memset(src + (size_t)n * device_frame_bytes(o), 0, (size_t)z * device_frame_bytes(o));
         uint64_t dev_start = o->dev_pos;
-        long ahead = 0;
-        if (dev_delay(o, &ahead) < 0 || ahead < 0) ahead = 0;
         if (write_src(o, src, n + z, NULL) < 0) return -1;
-        o->ramp_ahead = ahead;
+        /* What the device held in front of the fade, read after the write (nothing may stand
+         * between the rewind and it: its margin is 2 ms). */
         o->ramp_written_ns = sm_monotonic_ns();
+        long delay = 0;
+        if (dev_delay(o, &delay) < 0) delay = 0;
+        o->ramp_ahead = delay > (long)(n + z) ? delay - (long)(n + z) : 0;
         if (got) add_segment(o, dev_start, start, got);
         if (z) o->hist_valid = 0;   /* a rewind must not reach back across silence */
     }
