@@ -475,7 +475,8 @@ void *sm_output_thread_main(void *arg) {
                      * it silence that is taken back once the refill is there. With a period
                      * or two queued, a stall of the machine while the producer refilled ran
                      * the device dry: hw/seek_stall.py, a 60-ms SIGSTOP at each seek's answer,
-                     * counted an xrun at 6 of 12 seeks before, 0 of 12 now. */
+                     * counted an xrun at 6 of 12 seeks before, 0 of 12 in three runs and 1 of 12
+                     * in a fourth now (a stall between the seek's take-back and this fill). */
                     long avail = dev_avail(o);
                     const long want = (long)period + (long)o->dev->info.headroom_frames;
                     if (avail < 0 || avail >= want) { play_dry_silence(o, period); continue; }
