@@ -63,7 +63,7 @@ public struct OutputStatistics: Sendable, Equatable {
 /// to the device (CLOCK_MONOTONIC, µs, as a request's `at`), and how much the device still
 /// held in front of the fade then (ms). What is heard goes quiet about `aheadMs` and a ramp
 /// (5 ms) after `writtenAt`.
-public struct PauseTiming: Sendable, Equatable {
+public struct PauseTiming: Codable, Sendable, Equatable {
     public var postedAt: Int64
     public var writtenAt: Int64
     public var aheadMs: Double

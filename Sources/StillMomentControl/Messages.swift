@@ -110,22 +110,9 @@ public struct Status: Codable, Sendable, Equatable {
     public var silences: Int?
     public var realtime: Bool?
     public var device: String?
-    /// Where the session's last pause went (a diagnosis: `hw/measure.py` reads it).
+    /// Where the session's last pause went, as the output thread tells it (a diagnosis:
+    /// `hw/measure.py` reads it).
     public var lastPause: PauseTiming?
-    public struct PauseTiming: Codable, Sendable, Equatable {
-        /// When the daemon handed the pause to the output thread, and when the thread wrote
-        /// its fade to the device (CLOCK_MONOTONIC, µs, as a request's `at`).
-        public var postedAt: Int64
-        public var writtenAt: Int64
-        /// What the device still held in front of the fade then (ms): the sound stops about
-        /// this and the fade's 5 ms after `writtenAt`.
-        public var aheadMs: Double
-        public init(postedAt: Int64, writtenAt: Int64, aheadMs: Double) {
-            self.postedAt = postedAt
-            self.writtenAt = writtenAt
-            self.aheadMs = aheadMs
-        }
-    }
     // A timer (ms).
     public var elapsed: Int64?
     public var remaining: Int64?

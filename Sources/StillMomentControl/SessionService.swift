@@ -738,7 +738,7 @@ public final class SessionService: ScheduleHost {
             o.silences = Int(stats.silenceEvents)
             o.realtime = stats.realtime == true
             o.device = engine.deviceInfo?.name ?? ""
-            o.lastPause = stats.lastPause.map { .init(postedAt: $0.postedAt, writtenAt: $0.writtenAt, aheadMs: $0.aheadMs) }
+            o.lastPause = stats.lastPause
         }
         // What the session says of itself; the status adds who it is and where a seek goes.
         let snap = s.session.snapshot
