@@ -314,7 +314,10 @@ final class MQTTBridge {
                     if let source = s.source { e["source"] = .string(source.rawValue) }
                     client?.publish(topics.event, JSON.object(e).line, retain: false)
                 }
-                changed = true
+                // Each change is published with the phase it carries: a short phase (a
+                // timer's gong, a fast device) is not lost when several changes come in
+                // one step.
+                publishState(s, force: false)
             case .ended(let ended):
                 if ended.source != .bell {
                     let e: JSON = .object(["event_type": .string("ended"), "reason": .string(ended.reason.rawValue),
@@ -339,8 +342,12 @@ final class MQTTBridge {
     }
 
     private func publishState(force: Bool) {
+        publishState(host.status(), force: force)
+    }
+
+    /// The state topic for `s` (retained), unless it says what was sent last and `force` is off.
+    private func publishState(_ s: Status, force: Bool) {
         guard let c = client, connected else { return }
-        let s = host.status()
         let phase: String
         switch s.state {
         case .idle, .completed, .stopped: phase = "idle"
