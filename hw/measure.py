@@ -897,7 +897,8 @@ def analyse_seek_stall(out):
         return
     bad = sum(1 for x in rows if x)
     target(f"[hw:Loopback,0] seeks of ±15 s, each with the daemon stopped (SIGSTOP) for {got['stall_ms']:.0f} ms at "
-           f"its answer (the card's buffer is 100 ms): xruns after each {rows}", f"{bad} of {len(rows)}", "seeks with an xrun",
+           f"its answer (the card's buffer is 100 ms): xruns after each {rows}; the stalls as the guest timed them "
+           f"{got.get('stalls_ms', '?')} ms", f"{bad} of {len(rows)}", "seeks with an xrun",
            "0", bad == 0, "hw/seek_stall.py")
 
 

@@ -9,7 +9,11 @@ followed, as soon as its answer comes, by a SIGSTOP of the daemon for 60 ms (les
 card's 100-ms buffer, more than a period or two); status's xruns are read after each. A
 seek's refill used to keep one or two 20-ms periods of silence queued while the producer
 refilled, so a stall inside that window ran the card dry (6 of 12 seeks counted an xrun);
-it now keeps the buffer full (0 of 12)."""
+it now fills the buffer before the seek is answered and keeps it full (0 of 12).
+
+For a probe (hw/rig.sh with HW_SCRIPT=): SEEK_STALL_MS sets the stall, and
+SEEK_STALL_CONTROL=1 stalls after a status instead of a seek (what a stall does to plain
+playing, the comparison)."""
 import json
 import os
 import shutil
@@ -29,8 +33,9 @@ WORK = "/tmp/probe-seek"
 ENV = dict(os.environ, STILLMOMENT_HOME=f"{WORK}/home", XDG_RUNTIME_DIR=f"{WORK}/run", HOME=f"{WORK}/user",
            NO_COLOR="1")
 SOCK = f"{WORK}/run/stillmoment/control.sock"
-STALL = 0.060
+STALL = float(os.environ.get("SEEK_STALL_MS", "60")) / 1000   # a probe may ask for another
 SEEKS = 12
+CONTROL = os.environ.get("SEEK_STALL_CONTROL") == "1"   # a probe's control run: no seeks
 
 
 def say(text):
@@ -56,7 +61,8 @@ def main():
         if client is None:
             say("seek-stall probe: cannot connect to the daemon")
             return 1
-        say("hw: seeks, each with a 60-ms stall of the daemon")
+        what = "statuses (no seek)" if CONTROL else "seeks"
+        say(f"hw: {what}, each with a {STALL * 1000:.0f}-ms stall of the daemon")
         _, r = client.request("play", {"id": "tone", "device": "hw:Loopback,0"})
         time.sleep(3.0)
         _, s = client.request("status")
@@ -64,13 +70,18 @@ def main():
         problems = []
         if s.get("state") != "playing" or s.get("device") != "hw:Loopback,0" or not isinstance(s.get("xruns"), int):
             problems.append(f"not playing on hw:Loopback,0 after `play`: {str(r)[:200]}; status {str(s)[:300]}")
-        rows = []
+        rows, stalls = [], []
         for i in range(SEEKS if not problems else 0):
             before = client.request("status")[1].get("xruns")
-            _, answer = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+            if CONTROL:     # the same stall after a status: what a stall alone does
+                _, answer = client.request("status")
+            else:
+                _, answer = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
+            t0 = time.monotonic()
             os.kill(daemon.pid, signal.SIGSTOP)
             time.sleep(STALL)
             os.kill(daemon.pid, signal.SIGCONT)
+            stalls.append(round((time.monotonic() - t0) * 1000, 1))   # the guest may overshoot
             time.sleep(1.2)
             _, st = client.request("status")
             after = st.get("xruns")
@@ -79,12 +90,12 @@ def main():
                 problems.append(f"seek {i + 1}: answer {str(answer)[:200]}, status {str(st)[:200]}")
                 break
             rows.append(after - before)
-        say(f"seek-stall probe ({os.path.basename(BIN)}): xruns after each of {SEEKS} seeks with a "
-            f"{STALL * 1000:.0f}-ms SIGSTOP at the answer: {rows}; seeks with an xrun: "
-            f"{sum(1 for x in rows if x)} of {SEEKS}")
+        say(f"seek-stall probe ({os.path.basename(BIN)}): xruns after each of {SEEKS} {what} with a "
+            f"{STALL * 1000:.0f}-ms SIGSTOP at the answer: {rows}; with an xrun: "
+            f"{sum(1 for x in rows if x)} of {SEEKS}; the stalls as timed: {stalls} ms")
         client.request("stop")
         with open(os.path.join(OUT, "seek-stall.json"), "w") as f:
-            json.dump({"stall_ms": STALL * 1000, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
+            json.dump({"stall_ms": STALL * 1000, "stalls_ms": stalls, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
         return 0
     finally:
         daemon.terminate()
