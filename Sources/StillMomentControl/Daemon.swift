@@ -194,7 +194,9 @@ public final class Daemon {
         loadHome()
         // Every state change, whoever caused it (a client, a button, the schedule), as it goes out.
         listener.observe = { [weak self] events in
-            guard let led = self?.led else { return }
+            guard let self else { return }
+            mqtt.observe(events)
+            guard let led else { return }
             for case .state(let status) in events { led.show(LED.look(status)) }
         }
         // MQTT when the settings ask (libmosquitto loaded only then; its network on its own thread).
@@ -266,10 +268,10 @@ public final class Daemon {
         let t = now()
         // The MQTT bridge: what came in (commands run as the listener's do), then what went
         // out; the settings file looked at (a stat) for `mqtt enable` and `disable`.
+        mqtt.publishEvents()
         mqtt.serve()
-        let more = host.takeEvents()
-        listener.broadcast(more)
-        mqtt.publish(events + more)
+        listener.broadcast(host.takeEvents())
+        mqtt.publish()
         mqtt.follow()
         if t - lastCheck >= 5 {
             lastCheck = t

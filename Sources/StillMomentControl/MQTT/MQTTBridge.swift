@@ -294,16 +294,25 @@ final class MQTTBridge {
         publishState(force: true)
     }
 
-    /// The daemon's events since the last step: state changes become the state topic,
-    /// starts and ends the event entity's events; progress updates `remaining` every 10 s.
-    func publish(_ events: [Event]) {
-        rooms?.runDue()
-        guard client != nil, connected else {
-            todayDue = nil     // read again on the next connection's announce
-            return
-        }
-        rooms?.tick(now: MonotonicClock.seconds())
-        var changed = false
+    /// Events as they go out to the socket's subscribers (the listener's observe hook):
+    /// those of the loop's step and those a socket request caused (a `stop`, a `status`
+    /// that looked at the engine). Published at the next `publishEvents` or `publish`.
+    func observe(_ events: [Event]) {
+        guard client != nil, connected else { return }
+        pending += events
+    }
+    private var pending: [Event] = []
+    /// `remaining` moved by 10 s or more since the state topic was last sent.
+    private var changedSincePublish = false
+
+    /// The events observed so far, in order: each state change becomes the state topic
+    /// with the phase it carries (a short phase is not lost when several changes come in
+    /// one step), starts and ends the event entity's events. Called before the commands
+    /// that came in are taken up, so that no older state goes out after theirs.
+    func publishEvents() {
+        let events = pending
+        pending.removeAll()
+        guard client != nil, connected else { return }
         for event in events {
             switch event {
             case .state(let s):
@@ -314,9 +323,6 @@ final class MQTTBridge {
                     if let source = s.source { e["source"] = .string(source.rawValue) }
                     client?.publish(topics.event, JSON.object(e).line, retain: false)
                 }
-                // Each change is published with the phase it carries: a short phase (a
-                // timer's gong, a fast device) is not lost when several changes come in
-                // one step.
                 publishState(s, force: false)
             case .ended(let ended):
                 if ended.source != .bell {
@@ -326,11 +332,26 @@ final class MQTTBridge {
                     // The log's entry is closed just after: read the day's total a moment later.
                     todayDue = MonotonicClock.seconds() + 0.5
                 }
-                changed = true
             case .progress(let s):
-                if let r = s.remaining, abs(r - lastRemainingSent) >= 10_000 { changed = true }
+                if let r = s.remaining, abs(r - lastRemainingSent) >= 10_000 { changedSincePublish = true }
             }
         }
+    }
+
+    /// The step's end: the events observed since `publishEvents` (the commands' own), the
+    /// rooms' due work, today's minutes (after a session ends, and every 10 min), and the
+    /// state topic when anything in it changed; `remaining` every 10 s.
+    func publish() {
+        rooms?.runDue()
+        guard client != nil, connected else {
+            pending.removeAll()
+            todayDue = nil     // read again on the next connection's announce
+            return
+        }
+        rooms?.tick(now: MonotonicClock.seconds())
+        publishEvents()
+        var changed = changedSincePublish
+        changedSincePublish = false
         let now = MonotonicClock.seconds()
         if let due = todayDue, now >= due {
             todayDue = nil
