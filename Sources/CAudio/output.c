@@ -171,7 +171,8 @@ static void play_dry_silence(sm_output *o, uint32_t period) {
 static void fill_for_refill(sm_output *o) {
     long room = dev_avail(o) - (long)o->dev->info.headroom_frames;
     if (room > (long)o->info.buffer_frames) room = (long)o->info.buffer_frames;
-    if (room > 0 && o->state == OUT_REFILLING) play_dry_silence(o, (uint32_t)room);
+    if (room > 0 && o->state == OUT_REFILLING && dev_state(o) == SM_DEV_RUNNING)
+        play_dry_silence(o, (uint32_t)room);
 }
 
 static void do_flush(sm_output *o) {
