@@ -31,9 +31,17 @@ OUT = sys.argv[1]
 CONFIG = dict(line.strip().split("=", 1) for line in open(os.path.join(OUT, "config")) if "=" in line)
 BIN = CONFIG["BIN"]
 WORK = "/tmp/rig"
-ENV = dict(os.environ, STILLMOMENT_HOME=f"{WORK}/home", XDG_RUNTIME_DIR=f"{WORK}/run", HOME=f"{WORK}/user",
-           NO_COLOR="1")
-SOCK = f"{WORK}/run/stillmoment/control.sock"
+
+
+def environment(work):
+    """The environment of a stillmoment whose folders are under `work` (home, run, user),
+    and its daemon's control socket."""
+    env = dict(os.environ, STILLMOMENT_HOME=f"{work}/home", XDG_RUNTIME_DIR=f"{work}/run", HOME=f"{work}/user",
+               NO_COLOR="1")
+    return env, f"{work}/run/stillmoment/control.sock"
+
+
+ENV, SOCK = environment(WORK)
 LOCK = f"{WORK}/run/stillmoment/daemon.lock"
 PCM_STATUS = "/proc/asound/card0/pcm0p/sub0/status"
 PCM_HW = "/proc/asound/card0/pcm0p/sub0/hw_params"

@@ -892,6 +892,10 @@ def analyse_seek_stall(out):
         check(False, f"[hw:Loopback,0] the seeks with a stall did not run ({e})")
         return
     rows = got["xruns"]
+    if got.get("control") or got.get("stall_ms") != 60:
+        check(False, f"[hw:Loopback,0] seek-stall.json is a probe's (control {got.get('control')}, "
+                     f"{got.get('stall_ms')}-ms stalls), not the check's")
+        return
     if got.get("problems") or len(rows) != got.get("seeks", 12):
         check(False, f"[hw:Loopback,0] the seeks with a stall did not all run: {'; '.join(got.get('problems', []))}")
         return

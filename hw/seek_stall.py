@@ -22,24 +22,18 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "bench"))
-import realtime as rt  # noqa: E402   (bench/realtime.py: its control-socket client)
+import inside  # noqa: E402  (the result folder, its config, the binary, the guest's environment)
+import realtime as rt  # noqa: E402   (bench/realtime.py, on inside's path: its control-socket client)
 
-OUT = sys.argv[1]
-CONFIG = dict(line.strip().split("=", 1) for line in open(os.path.join(OUT, "config")) if "=" in line)
-BIN = CONFIG["BIN"]
-WORK = "/tmp/probe-seek"
-ENV = dict(os.environ, STILLMOMENT_HOME=f"{WORK}/home", XDG_RUNTIME_DIR=f"{WORK}/run", HOME=f"{WORK}/user",
-           NO_COLOR="1")
-SOCK = f"{WORK}/run/stillmoment/control.sock"
+OUT, BIN = inside.OUT, inside.BIN
+WORK = "/tmp/probe-seek"      # a home of its own: nothing left from inside.py's sessions
+ENV, SOCK = inside.environment(WORK)
 STALL = float(os.environ.get("SEEK_STALL_MS", "60")) / 1000   # a probe may ask for another
 SEEKS = 12
 CONTROL = os.environ.get("SEEK_STALL_CONTROL") == "1"   # a probe's control run: no seeks
 
 
-def say(text):
-    print(f"hw-guest: {text}", flush=True)
+say = inside.say
 
 
 def main():
@@ -95,7 +89,7 @@ def main():
             f"{sum(1 for x in rows if x)} of {SEEKS}; the stalls as timed: {stalls} ms")
         client.request("stop")
         with open(os.path.join(OUT, "seek-stall.json"), "w") as f:
-            json.dump({"stall_ms": STALL * 1000, "stalls_ms": stalls, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
+            json.dump({"stall_ms": STALL * 1000, "control": CONTROL, "stalls_ms": stalls, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
         return 0
     finally:
         daemon.terminate()
