@@ -303,7 +303,7 @@ final class MQTTBridge {
     }
     private var pending: [Event] = []
     /// `remaining` moved by 10 s or more since the state topic was last sent.
-    private var changedSincePublish = false
+    private var remainingMoved = false
 
     /// The events observed so far, in order: each state change becomes the state topic
     /// with the phase it carries (a short phase is not lost when several changes come in
@@ -333,7 +333,7 @@ final class MQTTBridge {
                     todayDue = MonotonicClock.seconds() + 0.5
                 }
             case .progress(let s):
-                if let r = s.remaining, abs(r - lastRemainingSent) >= 10_000 { changedSincePublish = true }
+                if let r = s.remaining, abs(r - lastRemainingSent) >= 10_000 { remainingMoved = true }
             }
         }
     }
@@ -350,8 +350,8 @@ final class MQTTBridge {
         }
         rooms?.tick(now: MonotonicClock.seconds())
         publishEvents()
-        var changed = changedSincePublish
-        changedSincePublish = false
+        var changed = remainingMoved
+        remainingMoved = false
         let now = MonotonicClock.seconds()
         if let due = todayDue, now >= due {
             todayDue = nil
