@@ -121,6 +121,11 @@ typedef struct sm_backend_ops {
      * and an xrun drops it). The output ends its writes, and a pause's zeros, on those
      * boundaries. NULL: the device takes every frame as it comes. */
     uint32_t (*held)(sm_backend *b);
+    /* `delay`'s frames from a figure the device gives now, for an aligned start (a sound
+     * server's client reckons its delay from timing updates that come ever rarer, and
+     * interpolates between them). May wait for a round trip to the server. NULL: `delay`
+     * is the device's own figure already. */
+    int (*fresh_delay)(sm_backend *b, long *frames);
 } sm_backend_ops;
 
 /* Every backend's state begins with this. */

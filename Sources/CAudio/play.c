@@ -100,7 +100,7 @@ void sm_out_update_clock(sm_output *o) {
 
 long sm_out_queued_now(sm_output *o, uint64_t *now_ns) {
     long delay = 0;
-    if (dev_delay(o, &delay) < 0 || delay < 0) delay = 0;
+    if (dev_fresh_delay(o, &delay) < 0 || delay < 0) delay = 0;
     uint64_t now = sm_monotonic_ns();
     *now_ns = now;
     if ((uint64_t)delay > o->dev_pos) delay = (long)o->dev_pos;

@@ -12,7 +12,8 @@
 void sm_out_publish_clock(sm_output *o, uint64_t idx, uint64_t limit, int playing);
 void sm_out_update_clock(sm_output *o);
 /* Frames queued before a frame written now is heard, as the clock reads the device (a
- * card's lagging pointer through its envelope), and the moment read (*now_ns). */
+ * card's lagging pointer through its envelope; a sound server's figure asked afresh), and
+ * the moment read (*now_ns). For an aligned start. */
 long sm_out_queued_now(sm_output *o, uint64_t *now_ns);
 /* The device is lost: the error is kept for sm_output_last_error, the output fails. */
 void sm_out_fail(sm_output *o, int err, const char *what);
