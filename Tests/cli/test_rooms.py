@@ -18,7 +18,7 @@ import pytest
 
 import smtest
 from mqttharness import Broker, mosquitto_missing
-from roomsharness import RATE, RoomsPulse, Site, channels, first_onset, onsets, stop_recording
+from roomsharness import RATE, RoomsPulse, Site, channels, first_onset, lag, onsets, stop_recording
 
 ROOMS = ["hall", "garden", "dining"]
 
@@ -356,14 +356,24 @@ def test_a_sit_in_several_rooms_keeps_every_gong_in_step_through_a_pause_and_res
             [onsets(c) for c in channels(path, len(ROOMS))]
     finally:
         stop_recording(rec)
-    per_room = [onsets(c)[:4] for c in channels(path, len(ROOMS))]
+    chans = channels(path, len(ROOMS))
+    per_room = [onsets(c)[:4] for c in chans]
     names = ["start gong", "resume", "interval bell after the pause", "end gong"]
     for k, name in enumerate(names):
         at = [o[k] for o in per_room]
+        if name == "resume":
+            # The gong rings on, faded in: the first 20 ms or so of that ring may differ
+            # between nodes (each took up the ring from where its own render stood at the
+            # pause), enough to move the first sample over the onset's threshold by a cycle
+            # of the ring (2.3-2.5 ms) while the rest is in step to the frame. Its timing is
+            # the lag of the ring that follows (100 ms from 30 ms after the onset) against
+            # the first room's.
+            start = per_room[0][k] + RATE * 3 // 100
+            at = [0] + [lag(chans[0], c, start) for c in chans[1:]]
         skew_ms = (max(at) - min(at)) * 1000 / RATE
         smtest.report(f"rooms: skew between 3 rooms for a sit's {name} (PulseAudio, one machine)", f"{skew_ms:.3f}", "ms",
                       "<= 2", skew_ms <= 2)
-        assert skew_ms <= 2, (name, per_room)
+        assert skew_ms <= 2, (name, at, per_room)
     # The pause held the timeline: the interval bell came 12 s of the sit after the start,
     # plus the pause (2.5 s and more).
     gap = (per_room[0][2] - per_room[0][0]) / RATE
