@@ -9,7 +9,7 @@ followed, as soon as its answer comes, by a SIGSTOP of the daemon for 60 ms (les
 card's 100-ms buffer, more than a period or two); status's xruns are read after each. A
 seek's refill used to keep one or two 20-ms periods of silence queued while the producer
 refilled, so a stall inside that window ran the card dry (6 of 12 seeks counted an xrun);
-it now keeps the buffer full (0 of 12 in most runs).
+it now fills the buffer before the seek is answered and keeps it full (0 of 12 in most runs).
 
 For a probe (hw/rig.sh with HW_SCRIPT=): SEEK_STALL_MS sets the stall, and
 SEEK_STALL_CONTROL=1 stalls after a status instead of a seek (what a stall does to plain

@@ -154,8 +154,33 @@ static void do_resume(sm_output *o) {
     o->gain_target = 1.0f;
 }
 
+/* The device would run dry and the ring has nothing for it: a period of silence, an
+ * underflow unless a seek's refill is within its grace. */
+static void play_dry_silence(sm_output *o, uint32_t period) {
+    int counted = o->refill_grace == 0;
+    o->refill_grace = o->refill_grace > period ? o->refill_grace - period : 0;
+    sm_out_play_silence(o, period, counted);
+}
+
+/* A seek's refill where the card rewinds: the device's buffer filled with silence (less
+ * its headroom) before the seek is answered, so that a stall of the machine at the answer
+ * finds it full. hw/seek_stall.py stops the daemon at each seek's answer; when this fill
+ * waited for the loop's next turn, the fade alone could be queued then (about 12 ms), and
+ * a fill by whole periods left 87 of 100 ms. All of it is taken back once the refill is
+ * there. An error (avail < 0) is left to the loop, which recovers the device. */
+static void fill_for_refill(sm_output *o) {
+    long room = dev_avail(o) - (long)o->dev->info.headroom_frames;
+    if (room > (long)o->info.buffer_frames) room = (long)o->info.buffer_frames;
+    if (room > 0 && o->state == OUT_REFILLING && dev_state(o) == SM_DEV_RUNNING)
+        play_dry_silence(o, (uint32_t)room);
+}
+
 static void do_flush(sm_output *o) {
-    if (sm_out_ramp_out(o, 0) < 0) return;
+    const int paced = atomic_load_explicit(&o->st_paced, memory_order_relaxed);
+    const int deep = paced && deep_refill(o) && dev_state(o) == SM_DEV_RUNNING;
+    /* Where the refill's silence is taken back later, zeros follow the fade in its write
+     * (and the take-back leaves 2 ms, as a pause's). */
+    if (sm_out_ramp_out(o, deep ? o->info.period_frames : 0) < 0) return;
     sm_out_flush_ring(o);
     o->gain_target = 1.0f;
     /* The ring is empty now and the producer refills it from the new position: the
@@ -167,7 +192,8 @@ static void do_flush(sm_output *o) {
     /* That silence goes in whole periods (a PulseAudio stream's are 125 ms): written in
      * front of the new audio, it left 250 ms between the old audio and the new at every
      * seek there (20-40 ms on hw). It is taken back once the producer has refilled. */
-    o->state = atomic_load_explicit(&o->st_paced, memory_order_relaxed) ? OUT_REFILLING : OUT_PLAYING;
+    o->state = paced ? OUT_REFILLING : OUT_PLAYING;
+    if (deep) fill_for_refill(o);
 }
 
 /* Frames were written after the end a drain was asked for: the stream goes on. */
@@ -312,14 +338,6 @@ static void set_realtime(sm_output *o) {
         atomic_store(&o->st_rt_errno, err);
         atomic_store(&o->st_realtime, 0);
     }
-}
-
-/* The device would run dry and the ring has nothing for it: a period of silence, an
- * underflow unless a seek's refill is within its grace. */
-static void play_dry_silence(sm_output *o, uint32_t period) {
-    int counted = o->refill_grace == 0;
-    o->refill_grace = o->refill_grace > period ? o->refill_grace - period : 0;
-    sm_out_play_silence(o, period, counted);
 }
 
 /* The device holds `delay` frames, a period or more: sleeps until the ring has `want`
@@ -471,12 +489,11 @@ void *sm_output_thread_main(void *arg) {
             const uint32_t enough = sm_out_start_frames(o);
             if (pending < enough && dev_state(o) == SM_DEV_RUNNING) {
                 if (deep_refill(o)) {
-                    /* The card rewinds: its buffer is kept as full as while playing, all of
-                     * it silence that is taken back once the refill is there. With a period
-                     * or two queued, a stall of the machine while the producer refilled ran
-                     * the device dry: hw/seek_stall.py, a 60-ms SIGSTOP at each seek's answer,
-                     * counted an xrun at 6 of 12 seeks before, 0 of 12 in three runs and 1 of 12
-                     * in a fourth now (a stall between the seek's take-back and this fill). */
+                    /* The card rewinds: its buffer is kept as full as while playing (the
+                     * seek filled it, fill_for_refill), all of it silence that is taken back
+                     * once the refill is there. With a period or two queued, a stall of the
+                     * machine while the producer refilled ran the device dry: hw/seek_stall.py,
+                     * a 60-ms SIGSTOP at each seek's answer, counted an xrun at 6 of 12 seeks. */
                     long avail = dev_avail(o);
                     const long want = (long)period + (long)o->dev->info.headroom_frames;
                     if (avail < 0 || avail >= want) { play_dry_silence(o, period); continue; }

@@ -326,7 +326,8 @@ static long takeable(sm_output *o, long margin) {
  * rewind safeguard is 1.33 ms) for the time between the device's pointer read and the write
  * that follows the rewind, and a ramp more where nothing but that write's own frames will
  * stand between the device and running dry until the loop writes again (a fade without
- * zeros behind it: a seek's, a long fade's, a standby's). */
+ * zeros behind it: a long fade's, a standby's, a seek's where the refill's silence cannot
+ * be taken back). */
 static long margin_frames(const sm_output *o, int with_ramp) {
     return (long)(o->info.rate / 500) + (with_ramp ? (long)o->ramp_frames : 0);
 }

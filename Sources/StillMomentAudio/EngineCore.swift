@@ -218,7 +218,8 @@ final class EngineCore: @unchecked Sendable {
             }
             if output != nil, s == .running {
                 haltOutput(request: SM_REQ_FLUSH, thenAt: frame)
-                // The device keeps only a few ms after the flush: refill before it runs dry.
+                // The device holds silence after the flush (a few ms, or its buffer where
+                // that is taken back): the first 50 ms of the new position at once.
                 fill(upTo: UInt32(sampleRate / 20))
             } else {
                 rebase(at: frame)
