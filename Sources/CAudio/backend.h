@@ -123,9 +123,9 @@ typedef struct sm_backend_ops {
     uint32_t (*held)(sm_backend *b);
     /* `delay`'s frames from a figure the device gives now, for an aligned start (a sound
      * server's client reckons its delay from timing updates that come ever rarer, and
-     * interpolates between them). May wait for a round trip to the server. NULL: `delay`
-     * is the device's own figure already. */
-    int (*fresh_delay)(sm_backend *b, long *frames);
+     * interpolates between them), and the CLOCK_MONOTONIC moment it holds for. May wait
+     * for a round trip to the server. NULL: `delay` is the device's own figure already. */
+    int (*fresh_delay)(sm_backend *b, long *frames, uint64_t *at_ns);
 } sm_backend_ops;
 
 /* Every backend's state begins with this. */

@@ -179,9 +179,6 @@ static inline size_t sm_format_bytes(int format) {
 static inline sm_dev_state dev_state(sm_output *o) { return o->dev->ops->state(o->dev); }
 static inline long dev_avail(sm_output *o) { return o->dev->ops->avail(o->dev); }
 static inline int dev_delay(sm_output *o, long *delay) { return o->dev->ops->delay(o->dev, delay, NULL); }
-static inline int dev_fresh_delay(sm_output *o, long *delay) {
-    return o->dev->ops->fresh_delay ? o->dev->ops->fresh_delay(o->dev, delay) : dev_delay(o, delay);
-}
 static inline long dev_rewind(sm_output *o, unsigned long n) {
     return o->dev->ops->rewind ? o->dev->ops->rewind(o->dev, n) : 0;
 }

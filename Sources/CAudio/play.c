@@ -100,8 +100,15 @@ void sm_out_update_clock(sm_output *o) {
 
 long sm_out_queued_now(sm_output *o, uint64_t *now_ns) {
     long delay = 0;
-    if (dev_fresh_delay(o, &delay) < 0 || delay < 0) delay = 0;
-    uint64_t now = sm_monotonic_ns();
+    uint64_t now;
+    int r;
+    if (o->dev->ops->fresh_delay) {
+        r = o->dev->ops->fresh_delay(o->dev, &delay, &now);
+    } else {
+        r = dev_delay(o, &delay);
+        now = sm_monotonic_ns();
+    }
+    if (r < 0 || delay < 0) delay = 0;
     *now_ns = now;
     if ((uint64_t)delay > o->dev_pos) delay = (long)o->dev_pos;
     if (!o->dev->info.pointer_lags) return delay;

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #define PA_FUNCS(X)                                                                          \
     X(pa_threaded_mainloop_new) X(pa_threaded_mainloop_free) X(pa_threaded_mainloop_start) \
@@ -280,34 +281,47 @@ static int pulse_delay(sm_backend *b, long *frames, long *rewindable) {
     return r;
 }
 
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The delay reckoned from a timing update asked for now (an aligned start). libpulse spaces
  * its automatic updates out to 1.5 s and interpolates between them, never letting the time
- * it reports go back: a second after an update its delay was 1 ms off on three streams of
- * one sink, and a sit in several rooms met its resume 2.3 ms early on one node now and
- * then. The answer (a round trip to the server) says where the server's read index stood
- * at its own timestamp; what the server plays moves on in real time from there. */
-static int pulse_fresh_delay(sm_backend *b, long *frames) {
+ * it reports go back: a second after an update its delay was 0.5-1.2 ms off on three
+ * streams of one sink, differently on each, and a sit in several rooms came 1.7 ms apart.
+ * The answer (a round trip to the server) says where the server's read index stood at its
+ * own timestamp; what the server plays moves on in real time from there. *at_ns is the
+ * CLOCK_MONOTONIC moment the figure holds for (read beside the real-time clock the
+ * timestamp is on). A query that cannot be made falls back on the interpolated figure. */
+static int pulse_fresh_delay(sm_backend *b, long *frames, uint64_t *at_ns) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     const pa_timing_info *ti = NULL;
-    if (alive(p) && finish(p, pa.pa_stream_update_timing_info(p->st, op_done_cb, p)) == 0)
-        ti = pa.pa_stream_get_timing_info(p->st);
+    pa_operation *op = alive(p) ? pa.pa_stream_update_timing_info(p->st, op_done_cb, p) : NULL;
+    if (op && finish(p, op) == 0) ti = pa.pa_stream_get_timing_info(p->st);
     if (!ti || ti->write_index_corrupt || ti->read_index_corrupt || !ti->playing) {
         /* Not known afresh (not playing yet, or a write's index not confirmed): as ever. */
         pa.pa_threaded_mainloop_unlock(p->ml);
-        return pulse_delay(b, frames, NULL);
+        int r = pulse_delay(b, frames, NULL);
+        *at_ns = monotonic_ns();
+        return r;
     }
     struct timeval tv;
     gettimeofday(&tv, NULL);
+    *at_ns = monotonic_ns();
     const int64_t now_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-    const int64_t at_us = (int64_t)ti->timestamp.tv_sec * 1000000 + ti->timestamp.tv_usec;
-    const int64_t since_us = now_us > at_us ? now_us - at_us : 0;
-    /* Frames written but not yet heard: the write index less the read index, less what
-     * has played since the timestamp, plus what the sink holds past its read index. */
-    const int64_t bytes_per_frame = (int64_t)p->frame_bytes;
-    int64_t d = (ti->write_index - ti->read_index) / bytes_per_frame
-                + ((int64_t)ti->sink_usec - since_us) * (int64_t)p->rate / 1000000
-                + p->seek_bytes / bytes_per_frame;   /* a pending rewind */
+    const int64_t stamp_us = (int64_t)ti->timestamp.tv_sec * 1000000 + ti->timestamp.tv_usec;
+    const int64_t since_us = now_us > stamp_us ? now_us - stamp_us : 0;
+    /* Not yet heard: the bytes written past the server's read index and a pending rewind,
+     * plus what the sink holds past it, less what has played since the timestamp (rounded
+     * once, to the nearest frame). */
+    const int64_t rate = (int64_t)p->rate;
+    const int64_t bytes = ti->write_index - ti->read_index + p->seek_bytes;
+    const int64_t us = (int64_t)ti->sink_usec - since_us;
+    const int64_t scaled = bytes * 1000000 / (int64_t)p->frame_bytes + us * rate;   /* frames x 1e6 */
+    const int64_t d = (scaled >= 0 ? scaled + 500000 : scaled - 500000) / 1000000;
     pa.pa_threaded_mainloop_unlock(p->ml);
     *frames = d > 0 ? (long)d : 0;
     return 0;
