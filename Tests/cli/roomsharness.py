@@ -116,16 +116,21 @@ def onsets_fast(samples, threshold=2000, quiet=400):
     return out
 
 
-def lag(a, b, at, length=RATE // 10, span=RATE // 100):
+def lag(a, b, at, around=0, length=RATE // 10, span=RATE // 200):
     """How many frames later the sound of `a` from frame `at` (for `length` frames) comes in
-    `b`, within ±`span`: the lag of the largest cross-correlation (every 4th lag, then each
-    around the best). The timing of one sound in two channels where their first ms may
-    differ (an onset's first sample over a threshold moves by a whole cycle then)."""
+    `b`, within `around` ± `span`: the lag of the largest normalised cross-correlation
+    (every 4th lag, then each around the best). The timing of one sound in two channels
+    where their first ms may differ (an onset's first sample over a threshold moves by a
+    whole cycle then). A ring is nearly periodic, so the search is kept near `around` (the
+    onsets' difference) and each window's energy is divided out (else a decaying ring's
+    louder, earlier cycle wins)."""
     ref = a[at:at + length]
 
     def score(k):
-        return sum(x * y for x, y in zip(ref, b[at + k:at + k + length]))
-    coarse = max(range(-span, span + 1, 4), key=score)
+        seg = b[at + k:at + k + length]
+        energy = sum(y * y for y in seg)
+        return sum(x * y for x, y in zip(ref, seg)) / (energy ** 0.5 or 1)
+    coarse = max(range(around - span, around + span + 1, 4), key=score)
     return max(range(coarse - 4, coarse + 5), key=score)
 
 

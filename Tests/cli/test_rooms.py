@@ -368,8 +368,12 @@ def test_a_sit_in_several_rooms_keeps_every_gong_in_step_through_a_pause_and_res
             # of the ring (2.3-2.5 ms) while the rest is in step to the frame. Its timing is
             # the lag of the ring that follows (100 ms from 30 ms after the onset) against
             # the first room's.
+            onset_ms = (max(at) - min(at)) * 1000 / RATE
+            smtest.report("rooms: skew between 3 rooms of the first sample over the threshold after a sit's resume "
+                          "(PulseAudio, one machine; the first 20 ms of the faded-in ring may differ between rooms)",
+                          f"{onset_ms:.3f}", "ms", "<= 2 (not a check: the timing is the lag below)", onset_ms <= 2)
             start = per_room[0][k] + RATE * 3 // 100
-            at = [0] + [lag(chans[0], c, start) for c in chans[1:]]
+            at = [0] + [lag(chans[0], c, start, around=o[k] - per_room[0][k]) for c, o in zip(chans[1:], per_room[1:])]
         skew_ms = (max(at) - min(at)) * 1000 / RATE
         smtest.report(f"rooms: skew between 3 rooms for a sit's {name} (PulseAudio, one machine)", f"{skew_ms:.3f}", "ms",
                       "<= 2", skew_ms <= 2)
