@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "internal.h"
 #include "priority.h"
 
 #include <dlfcn.h>
@@ -32,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <time.h>
 
 #define PA_FUNCS(X)                                                                          \
     X(pa_threaded_mainloop_new) X(pa_threaded_mainloop_free) X(pa_threaded_mainloop_start) \
@@ -281,12 +281,6 @@ static int pulse_delay(sm_backend *b, long *frames, long *rewindable) {
     return r;
 }
 
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The delay reckoned from a timing update asked for now (an aligned start). libpulse spaces
  * its automatic updates out to 1.5 s and interpolates between them, never letting the time
  * it reports go back: a second after an update its delay was 0.5-1.2 ms off on three
@@ -305,12 +299,12 @@ static int pulse_fresh_delay(sm_backend *b, long *frames, uint64_t *at_ns) {
         /* Not known afresh (not playing yet, or a write's index not confirmed): as ever. */
         pa.pa_threaded_mainloop_unlock(p->ml);
         int r = pulse_delay(b, frames, NULL);
-        *at_ns = monotonic_ns();
+        *at_ns = sm_monotonic_ns();
         return r;
     }
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    *at_ns = monotonic_ns();
+    *at_ns = sm_monotonic_ns();
     const int64_t now_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
     const int64_t stamp_us = (int64_t)ti->timestamp.tv_sec * 1000000 + ti->timestamp.tv_usec;
     const int64_t since_us = now_us > stamp_us ? now_us - stamp_us : 0;
