@@ -27,6 +27,10 @@ private struct Probe: Codable, Equatable {
 
     @Test func theWriterEscapesControlCharactersAndKeepsNumbersExact() {
         #expect(JSON.string("\u{1}\t\u{7F}").line == #""\u0001\t\u007f""#)
+        // Escapes between runs copied whole, at either end, and multi-byte characters kept.
+        #expect(JSON.string("\"a\\b\r\nStille ä 🔔\u{1F}\"").line == #""\"a\\b\r\nStille ä 🔔\u001f\"""#)
+        #expect(JSON.string("").line == #""""#)
+        #expect(JSON.string("ä").line == "\"ä\"")
         #expect(JSON.number(1e300).line == "1e+300")
         #expect(JSON.number(-0.5).line == "-0.5")
         #expect(JSON.number(42).line == "42")

@@ -28,13 +28,13 @@ public enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let o):
             out.append(UInt8(ascii: "{"))
-            for (k, key) in o.keys.sorted().enumerated() {
+            for (k, member) in o.sorted(by: { $0.key < $1.key }).enumerated() {
                 if k > 0 { out.append(UInt8(ascii: ",")) }
                 newline(indent.map { $0 + 1 }, into: &out)
-                string(key, into: &out)
+                string(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
                 if indent != nil { out.append(UInt8(ascii: " ")) }
-                if let v = o[key] { write(v, into: &out, indent: indent.map { $0 + 1 }) }
+                write(member.value, into: &out, indent: indent.map { $0 + 1 })
             }
             if !o.isEmpty { newline(indent, into: &out) }
             out.append(UInt8(ascii: "}"))
@@ -66,19 +66,32 @@ public enum JSONWriter {
 
     static func string(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                        hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: out.append(b)
+        var s = s
+        s.withUTF8 { bytes in
+            // Runs of bytes that need no escape (printable ASCII but the quote and the
+            // backslash, and every byte of a multi-byte character) are copied whole.
+            var run = 0
+            for i in bytes.indices {
+                let b = bytes[i]
+                if b >= 0x20, b != 0x22, b != 0x5C, b != 0x7F { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i]))
+                escape(b, into: &out)
+                run = i + 1
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    private static func escape(_ b: UInt8, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\\"))
+        switch b {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(b)
+        case 0x0A: out.append(UInt8(ascii: "n"))
+        case 0x0D: out.append(UInt8(ascii: "r"))
+        case 0x09: out.append(UInt8(ascii: "t"))
+        default:
+            out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+        }
     }
 }
