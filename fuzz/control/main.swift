@@ -16,6 +16,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let cut = size / 3
     var items = framer.feed(bytes[0..<cut])
     items += framer.feed(bytes[cut...])
+    // Each distinct refusal's answer is written once per input (an input of many lines
+    // repeats a few refusals many times, and writing their words is most of a run's time).
+    var answered = Set<String>()
     for item in items {
         guard case .line(let line) = item else { continue }
         for hello in [false, true] {
@@ -25,8 +28,14 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             } catch {
                 // A refusal is one line, and a too-deep message is a bad request.
                 precondition(!error.words.en.contains("\n") && !error.words.de.contains("\n"), "a refusal of more than one line")
-                _ = error.answer(.en).line
-                _ = error.answer(.de).line
+                let key = "\(error.code.rawValue)\u{0}\(error.words.en)\u{0}\(error.words.de)\u{0}\(error.id ?? -1)\u{0}\(JSON.object(error.args).line)"
+                guard answered.insert(key).inserted else { continue }
+                for language in [Language.en, .de] {
+                    let answer = error.answer(language)
+                    let line = answer.line
+                    precondition(!line.contains("\n"), "an answer of more than one line")
+                    precondition((try? JSONParser.parse(Array(line.utf8))) == answer, "an answer does not read back: \(line)")
+                }
             }
         }
     }
