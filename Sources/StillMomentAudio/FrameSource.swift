@@ -32,6 +32,7 @@ public final class DecodedSource: FrameSource {
     private let chunk = 2048
     private var decodeBuffer: [Float]
     private var stereoBuffer: [Float]
+    private var discardBuffer: [Float]    // what a resampled seek reads and drops
     private var produced: Int64 = 0       // engine frames produced since the last seek
     private var startFrame: Int64 = 0     // engine frame of the last seek
     private var drained = false
@@ -57,6 +58,7 @@ public final class DecodedSource: FrameSource {
         }
         decodeBuffer = [Float](repeating: 0, count: chunk * fmt.channels)
         stereoBuffer = [Float](repeating: 0, count: chunk * 2)
+        discardBuffer = [Float](repeating: 0, count: resampler == nil ? 0 : chunk * 2)
         if loop && passLength == 0 {
             throw AudioError.noAudio(path: "(loop)")
         }
@@ -175,20 +177,57 @@ public final class DecodedSource: FrameSource {
     public func seek(to frame: Int64) throws(AudioError) {
         var target = max(0, frame)
         if loops, passLength > 0 { target %= passLength } else { target = min(target, passLength) }
-        let sourceFrame: Int64
-        if resampler == nil {
-            sourceFrame = target
-        } else {
-            let rate = Int64(decoder.format.sampleRate)
-            sourceFrame = (target * rate + Int64(engineRate) / 2) / Int64(engineRate)
+        guard let resampler else {
+            try decoder.seek(toFrame: target)
+            restart(at: target)
+            return
         }
-        try decoder.seek(toFrame: sourceFrame)
-        resampler?.reset()
+        // The filter starts afresh from a point of both rates' common grid (where a source
+        // frame and an engine frame fall at the same instant, as they do when playing
+        // through from 0) far enough back for its state to be what playing through gives,
+        // and the frames up to the target are read and dropped.
+        let (start, source) = resampledStart(before: target)
+        try decoder.seek(toFrame: source)
+        resampler.reset()
+        restart(at: start)
+        var left = Int(target - start)
+        while left > 0 {
+            let n = try discardBuffer.withStorage { (buf) throws(AudioError) -> Int in
+                guard let base = buf.baseAddress else { return 0 }
+                return try read(into: base, frames: min(left, chunk))
+            }
+            if n == 0 { break }
+            left -= n
+        }
+    }
+
+    /// The source frames a resampled seek decodes before its target, for the filter to
+    /// settle (libsoxr's high quality filter spans some hundred at most).
+    static let resamplerPreroll: Int64 = 2048
+
+    /// The engine frame and source frame a resampled seek to `target` starts from: the last
+    /// point of the rates' common grid at least `resamplerPreroll` source frames before it,
+    /// or 0. Rates with a coarse grid (more than 4,096 source frames a step) start from
+    /// the nearest source frame instead, as no common point is near.
+    private func resampledStart(before target: Int64) -> (engine: Int64, source: Int64) {
+        let inRate = Int64(decoder.format.sampleRate), outRate = Int64(engineRate)
+        var a = inRate, b = outRate
+        while b != 0 { (a, b) = (b, a % b) }
+        let sourceStep = inRate / a, engineStep = outRate / a
+        let sourceTarget = target * inRate / outRate
+        guard sourceStep <= 4096 else {
+            return (target, (target * inRate + outRate / 2) / outRate)
+        }
+        let steps = max(0, (sourceTarget - Self.resamplerPreroll) / sourceStep)
+        return (steps * engineStep, steps * sourceStep)
+    }
+
+    private func restart(at frame: Int64) {
         pendingInput = 0
         pendingOffset = 0
         decoderAtEnd = false
         drained = false
-        startFrame = target
+        startFrame = frame
         produced = 0
     }
 }
