@@ -160,7 +160,9 @@ struct TimerSessionTests {
         for second in 31..<60 {
             let a = rms(withAmbience, from: second * 44100 * 2 + shift, count: 44100 * 2)
             let b = rms(reference, from: second * 44100 * 2, count: 44100 * 2)
-            #expect(abs(a / b - 1) < 0.01, "level at \(second) s: \(a) vs \(b)")
+            // The noise's level over a second varies by a little too: 1.5 % once in a full
+            // suite (36 s: 0.00828 against 0.00840). A lost or doubled gain is tens of %.
+            #expect(abs(a / b - 1) < 0.03, "level at \(second) s: \(a) vs \(b)")
         }
     }
 
