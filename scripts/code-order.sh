@@ -16,7 +16,7 @@
 # Run it again after changes that move much code (a new dependency, a new kind of
 # session); a listed function that is gone is skipped by the linker, and one that is not
 # listed is placed as before:
-#   make release && bash scripts/code-order.sh && make release   (the script touches main so it links again)
+#   make release && bash scripts/code-order.sh && make release   (the script removes the binary so it links again)
 # Needs valgrind, sox, lame and pulseaudio (make deps-bench installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,24 +67,41 @@ DAEMON=$!
 PIDS+=($DAEMON)
 for _ in $(seq 600); do [ -S "$XDG_RUNTIME_DIR/stillmoment/control.sock" ] && break; sleep 0.1; done
 [ -S "$XDG_RUNTIME_DIR/stillmoment/control.sock" ] || { echo "code-order: the daemon did not listen"; exit 1; }
+# What a session runs while it plays on (its steady state, from some seconds in: the
+# render and output threads, the main loop's ticks, the position's save every 5 s, an
+# interval gong) is counted apart: the counters zeroed, then dumped after a while.
+steady() {
+    callgrind_control -z "$DAEMON" > /dev/null
+    sleep "$1"
+    callgrind_control -d "$DAEMON" > /dev/null
+}
 for device in null pulse; do
     sm settings set device "$device"
     sm play "Order talk" --preparation off --detach
-    sleep 6; sm status; also pause; sleep 2; also resume; also seek +15s; sleep 2; also stop; sleep 2
-    sm timer 5m --preparation off --ambience forest --interval 1m --detach
-    sleep 6; sm status --json; also stop; sleep 3
+    sleep 6; sm status
+    [ "$device" = pulse ] && steady 12
+    also pause; sleep 2; also resume; also seek +15s; sleep 2; also stop; sleep 2
+    sm timer 5m --preparation off --ambience forest --interval 10s --detach
+    sleep 6; sm status --json
+    [ "$device" = pulse ] && steady 16
+    also stop; sleep 3
 done
 sm list; sm history
 kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null || true   # callgrind writes its profile at the exit
 ls "$W"/cg.* > /dev/null
 
 # Every function seen (callgrind names each once, as fn= or cfn=), those of the binary
-# only, in the order first seen: the daemon's first, so that what a session runs lies
-# together, then what only the CLI runs.
-cat "$W/cg.$DAEMON" "$W"/cg.* | sed -n 's/^c\{0,1\}fn=([0-9]*) //p' | awk '!seen[$0]++' > "$W/functions"
+# only: first what the sessions' steady states ran (the dumps of the zeroed counters:
+# the daemon's profile parts 1 and 2), so that what stays resident while a session plays
+# lies together in as few pages as it can; then the rest in the order first seen, the
+# daemon's first (what a session's start runs together), then what only the CLI runs.
+names() { sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$@"; }
+ls "$W/cg.$DAEMON.1" "$W/cg.$DAEMON.2" > /dev/null
+{ names "$W/cg.$DAEMON.1" "$W/cg.$DAEMON.2"; names "$W"/cg.*; } | awk '!seen[$0]++' > "$W/functions"
 nm --defined-only "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u > "$W/symbols"
 awk 'NR == FNR { have[$0] = 1; next } have[$0] { print ".text." $0 }' "$W/symbols" "$W/functions" \
     > scripts/code-order.txt
 echo "code-order: $(wc -l < scripts/code-order.txt) functions in scripts/code-order.txt"
-# SwiftPM does not know the link reads this file: make the next release build link again.
-touch Sources/stillmoment/StillMoment.swift
+# SwiftPM does not know the link reads this file, and a touched source no longer makes
+# it link again (Swift 6.3): the binary is removed, so the next release build links it.
+rm -f "$BIN"
