@@ -78,8 +78,12 @@ public final class SessionRunner: Sendable {
     /// How often what was heard goes into the log and a guided meditation's place is kept:
     /// a crash or a kill loses at most this much.
     public static let keepEvery: Int64 = 5_000
+    /// When the cadence first runs, after the start (ms): before the daemon releases the
+    /// code its session's start touched (3 s in), so that what the cadence runs only the
+    /// first time (the statements' preparation, the types' metadata) is released with it.
+    public static let firstKeep: Int64 = 2_000
     /// When the cadence last ran (MonotonicClock ms) and the position it kept.
-    private let kept = Mutex<(at: Int64, position: Int64?)>((MonotonicClock.milliseconds(), nil))
+    private let kept = Mutex<(at: Int64, position: Int64?)>((MonotonicClock.milliseconds() - keepEvery + firstKeep, nil))
 
     /// Whether it is time to keep up (claims the turn: asked again at once, it says no).
     /// Cheap, for a loop that must not wait on the disk; `keepUp` then does the writing.
