@@ -110,13 +110,16 @@ func sessionOutput(file: String?, device: String?, format: String? = nil) throws
 /// Opens the store, makes the session (a device that cannot open exits 3, any other bad
 /// input 2) and plays it with a progress bar (terminal) or quietly (script).
 func playGuided(_ make: (LibraryStore) throws(CoreError) -> GuidedSession, rendering: String?) throws {
+    StartCodeRelease.step(playing: rendering == nil)   // the arguments parsed
     let store = try openStore()
+    StartCodeRelease.step(playing: rendering == nil)   // the store open
     let session: GuidedSession
     do {
         session = try make(store)
     } catch {
         throw Console.fail(error)
     }
+    StartCodeRelease.step(playing: rendering == nil)   // the session made
     let signals = StopFlag.interactive()
     let interactive = Console.isTerminal && rendering == nil
     let view = TerminalView(interactive: interactive)

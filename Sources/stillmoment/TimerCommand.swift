@@ -119,7 +119,9 @@ struct TimerCommand: ParsableCommand {
         try refuseConflicts(output: output, detach: detach, foreground: foreground)
         let wav: WAVWriter.SampleFormat
         do { wav = try wavFormat(format, output: output) } catch { throw Console.fail(error) }
+        StartCodeRelease.step(playing: output == nil)   // the arguments parsed
         let (configuration, catalog, chosen) = try resolve(options)
+        StartCodeRelease.step(playing: output == nil)   // the options and the catalog read
 
         var target: SessionOutput = output.map { .file(path: $0, format: wav) } ?? .device(DeviceConfiguration(name: configuration.device))
         let session: TimerSession
@@ -137,6 +139,7 @@ struct TimerCommand: ParsableCommand {
             }
         }
         let renderPath: String? = if case .file(let p, _) = target { p } else { nil }
+        StartCodeRelease.step(playing: renderPath == nil)   // the session made
         let result = TimerRunner(session: session, renderingTo: renderPath, announce: output != nil, preset: chosen?.name).run()
         if result == .failed { throw ExitCode(Exit.failure) }
     }
