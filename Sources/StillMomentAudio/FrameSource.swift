@@ -208,7 +208,9 @@ public final class DecodedSource: FrameSource {
     /// The engine frame and source frame a resampled seek to `target` starts from: the last
     /// point of the rates' common grid at least `resamplerPreroll` source frames before it,
     /// or 0. Rates with a coarse grid (more than 4,096 source frames a step) start from
-    /// the nearest source frame instead, as no common point is near.
+    /// the nearest source frame instead, as no common point is near. In a loop the point is
+    /// in the same pass: a target just after the seam starts from 0 with the filter fresh,
+    /// as the first pass does (a later pass has the file's end in it: its first ms differ).
     private func resampledStart(before target: Int64) -> (engine: Int64, source: Int64) {
         let inRate = Int64(decoder.format.sampleRate), outRate = Int64(engineRate)
         var a = inRate, b = outRate
