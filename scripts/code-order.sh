@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath .build/release/stillmoment)
 [ -x "$BIN" ] || { echo "code-order: build the release binary first (make release)"; exit 1; }
-for tool in valgrind sox lame pulseaudio nm strip; do
+for tool in valgrind callgrind_control sox lame pulseaudio nm strip; do
     command -v "$tool" > /dev/null || { echo "code-order: $tool is missing (make deps-bench)"; exit 1; }
 done
 W=$(mktemp -d /tmp/sm-order.XXXXXX)
@@ -68,12 +68,13 @@ PIDS+=($DAEMON)
 for _ in $(seq 600); do [ -S "$XDG_RUNTIME_DIR/stillmoment/control.sock" ] && break; sleep 0.1; done
 [ -S "$XDG_RUNTIME_DIR/stillmoment/control.sock" ] || { echo "code-order: the daemon did not listen"; exit 1; }
 # What a session runs while it plays on (its steady state, from some seconds in: the
-# render and output threads, the main loop's ticks, the position's save every 5 s, an
-# interval gong) is counted apart: the counters zeroed, then dumped after a while.
+# render and output threads, the main loop's ticks, the keep-up every 5 s, an interval
+# gong) is counted apart: the profile is dumped before and after a while of it (each dump
+# holds what ran since the one before: parts 1 and 3 the starts, 2 and 4 steady states).
 steady() {
-    callgrind_control -z "$DAEMON" > /dev/null
+    callgrind_control -d "$DAEMON" > /dev/null || exit 1
     sleep "$1"
-    callgrind_control -d "$DAEMON" > /dev/null
+    callgrind_control -d "$DAEMON" > /dev/null || exit 1
 }
 for device in null pulse; do
     sm settings set device "$device"
@@ -91,13 +92,14 @@ kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null || true   # callgrind writes it
 ls "$W"/cg.* > /dev/null
 
 # Every function seen (callgrind names each once, as fn= or cfn=), those of the binary
-# only: first what the sessions' steady states ran (the dumps of the zeroed counters:
-# the daemon's profile parts 1 and 2), so that what stays resident while a session plays
-# lies together in as few pages as it can; then the rest in the order first seen, the
-# daemon's first (what a session's start runs together), then what only the CLI runs.
+# only: first what the sessions' steady states ran (the daemon's profile parts 2 and 4),
+# so that what stays resident while a session plays lies together in as few pages as it
+# can; then the rest of the daemon's in the order first seen (what a session's start runs,
+# together), then what only the CLI runs.
 names() { sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$@"; }
-ls "$W/cg.$DAEMON.1" "$W/cg.$DAEMON.2" > /dev/null
-{ names "$W/cg.$DAEMON.1" "$W/cg.$DAEMON.2"; names "$W"/cg.*; } | awk '!seen[$0]++' > "$W/functions"
+D="$W/cg.$DAEMON"
+ls "$D.1" "$D.2" "$D.3" "$D.4" "$D" > /dev/null
+{ names "$D.2" "$D.4"; names "$D.1" "$D.3" "$D"; names "$W"/cg.*; } | awk '!seen[$0]++' > "$W/functions"
 nm --defined-only "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u > "$W/symbols"
 awk 'NR == FNR { have[$0] = 1; next } have[$0] { print ".text." $0 }' "$W/symbols" "$W/functions" \
     > scripts/code-order.txt
