@@ -10,8 +10,8 @@ import StillMomentAudio
 /// ran (argument parsing; the store's opening and the catalog; the session's making) is
 /// released before the next, so the process's peak is about its largest step's, not the
 /// sum of all (`play --foreground` on PulseAudio: 16.4 MB after parsing, 20.6 MB once the
-/// store was open, a 27.2-MB peak; with the releases 17.7 MB). Not for a render to a
-/// file, which is over soon.
+/// store was open, a 27.2-MB peak; with the releases 16.8–17.6 MB). Not for a render to
+/// a file, which is over soon.
 enum StartCodeRelease {
     /// Called between two steps of the start; `playing`: the session plays (not a render).
     static func step(playing: Bool) {
