@@ -72,9 +72,13 @@ for _ in $(seq 600); do [ -S "$XDG_RUNTIME_DIR/stillmoment/control.sock" ] && br
 # gong) is counted apart: the profile is dumped before and after a while of it (each dump
 # holds what ran since the one before: parts 1 and 3 the starts, 2 and 4 steady states).
 steady() {
-    callgrind_control -d "$DAEMON" > /dev/null || exit 1
+    dump() {
+        callgrind_control -d "$DAEMON" > /dev/null 2>&1 || {
+            echo "code-order: callgrind_control could not dump the daemon's profile (pid $DAEMON)"; exit 1; }
+    }
+    dump
     sleep "$1"
-    callgrind_control -d "$DAEMON" > /dev/null || exit 1
+    dump
 }
 for device in null pulse; do
     sm settings set device "$device"
