@@ -168,6 +168,7 @@ uint64_t sm_output_played_index_at(const sm_output *o, uint64_t at) {
 
 void sm_output_align(sm_output *o, uint64_t ns) {
     atomic_store_explicit(&o->align_late_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&o->align_skipped_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&o->align_ns, ns, memory_order_release);
 }
 
@@ -177,6 +178,10 @@ void sm_output_standby_holds_pause(sm_output *o) {
 
 uint64_t sm_output_align_late(const sm_output *o) {
     return atomic_load_explicit(&((sm_output *)o)->align_late_ns, memory_order_acquire);
+}
+
+uint64_t sm_output_align_skipped(const sm_output *o) {
+    return atomic_load_explicit(&((sm_output *)o)->align_skipped_ns, memory_order_acquire);
 }
 
 uint64_t sm_output_stop_index(const sm_output *o) {

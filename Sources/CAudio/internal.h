@@ -134,6 +134,7 @@ struct sm_output {
     _Atomic uint64_t stop_index;
     _Atomic uint64_t align_ns;        /* an aligned start asked for (sm_output_align); 0: none */
     _Atomic uint64_t align_late_ns;   /* how late the last one was */
+    _Atomic uint64_t align_skipped_ns; /* what the last one left out to be on time */
     _Atomic int standby_holds_pause;  /* the next standby holds a paused session */
     _Atomic uint64_t st_frames_written;
     _Atomic uint64_t st_silence_frames;

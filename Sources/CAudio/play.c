@@ -292,6 +292,24 @@ int sm_out_play_ring(sm_output *o, uint32_t n) {
     return 0;
 }
 
+/* Leaves out the next n ring frames (all there, or none: returns 0): an aligned start
+ * reached a moment late goes on from the frame due then. They get no segment, so the
+ * clock steps over them; the history keeps nothing across them; what follows fades in. */
+int sm_out_skip_ring(sm_output *o, uint32_t n) {
+    if (n == 0 || sm_out_pending(o) < n) return 0;
+    for (uint32_t left = n; left > 0;) {
+        uint32_t k = left < o->chunk_frames ? left : o->chunk_frames;
+        uint32_t got = fetch(o, k);
+        if (!got) break;
+        left -= got;
+    }
+    o->hist_valid = 0;
+    o->gain = 0.0f;
+    o->gain_target = 1.0f;
+    o->gain_step = 1.0f / (float)o->ramp_frames;
+    return 1;
+}
+
 int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow) {
     /* In pieces of the buffers' size: a pause's tail may be longer than a period. */
     for (uint32_t left = n; left > 0;) {

@@ -22,6 +22,9 @@ void sm_out_fail(sm_output *o, int err, const char *what);
 uint32_t sm_out_pending(sm_output *o);
 /* Writes up to n ring frames with the ramp gain; -1 when the device is lost. */
 int sm_out_play_ring(sm_output *o, uint32_t n);
+/* Leaves out the next n ring frames, all there, else none (returns 0); what follows
+ * fades in. */
+int sm_out_skip_ring(sm_output *o, uint32_t n);
 /* Writes n frames of silence (counted as an underflow when asked); -1 when lost. */
 int sm_out_play_silence(sm_output *o, uint32_t n, int count_as_underflow);
 /* Takes back queued audio not yet heard, beyond a margin (2 ms when `tight`: zeros follow

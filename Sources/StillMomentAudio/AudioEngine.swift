@@ -172,7 +172,8 @@ public final class AudioEngine: Sendable {
     /// Starts rendering; the session ends at `end` (a timeline frame) or plays until
     /// `stop` when nil. With `heardAt` (CLOCK_MONOTONIC, ns), its first frame is heard at
     /// that instant, the device's own delay subtracted (a ring in several rooms): silence
-    /// until then; a start that cannot be met is played at no volume (`missedStart`).
+    /// until then. Reached 1-20 ms late, it leaves out the frames due by then and fades
+    /// in; a start that cannot be met is played at no volume (`missedStart`).
     public func start(end: Int64? = nil, heardAt instant: UInt64? = nil) throws(AudioError) {
         try thread.withLock { (t: inout pthread_t?) throws(AudioError) in
             guard t == nil else { return }
@@ -293,6 +294,13 @@ public final class AudioEngine: Sendable {
     /// none asked, or not known yet).
     public var missedStart: Double? {
         let ns = core.withOutput { sm_output_align_late($0) } ?? core.closedAlignLate.load(ordering: .relaxed)
+        return ns > 0 ? Double(ns) / 1e9 : nil
+    }
+
+    /// How much of an aligned start's first audio was left out, in seconds, to meet its
+    /// instant (reached 1-20 ms late): nil when none was.
+    public var caughtUpStart: Double? {
+        let ns = core.withOutput { sm_output_align_skipped($0) } ?? core.closedAlignSkipped.load(ordering: .relaxed)
         return ns > 0 ? Double(ns) / 1e9 : nil
     }
 

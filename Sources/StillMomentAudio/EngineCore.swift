@@ -84,6 +84,8 @@ final class EngineCore: @unchecked Sendable {
     let closedReport = Mutex<(stats: sm_output_stats, error: sm_error)?>(nil)
     /// How late the aligned start was (ns), kept when the device is closed.
     let closedAlignLate = Atomic<UInt64>(0)
+    /// What the aligned start left out to be on time (ns), kept when the device is closed.
+    let closedAlignSkipped = Atomic<UInt64>(0)
 
     /// Runs `body` on the device's output, unless there is none or it was closed.
     func withOutput<T: Sendable>(_ body: (OpaquePointer) -> T) -> T? {
@@ -105,6 +107,7 @@ final class EngineCore: @unchecked Sendable {
             let report = (stats: sm_output_get_stats(output), error: error)
             closedReport.withLock { $0 = report }
             closedAlignLate.store(sm_output_align_late(output), ordering: .relaxed)
+            closedAlignSkipped.store(sm_output_align_skipped(output), ordering: .relaxed)
             open = false
             return true
         }

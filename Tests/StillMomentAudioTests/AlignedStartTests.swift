@@ -1,7 +1,8 @@
 // An aligned start (AudioEngine.start(heardAt:), sm_output_align) on the `file:` device,
 // which does not play in real time: the silence in front of the first frame is the time
-// from the start to the instant, every frame after it comes once and in order, and a start
-// whose instant has passed is played at no volume and says how late it was. (On a device
+// from the start to the instant, every frame after it comes once and in order, a start
+// reached a few ms late leaves out the frames due by then, and a start whose instant has
+// long passed is played at no volume and says how late it was. (On a device
 // that plays in real time the instant is met from its delay: the rooms' process tests
 // measure it on PulseAudio, in one capture of several nodes.)
 import Foundation
@@ -10,7 +11,7 @@ import Testing
 
 @Suite("An aligned start")
 struct AlignedStartTests {
-    func run(lead: Int64) throws -> (samples: [Float], missed: Double?) {
+    func run(lead: Int64) throws -> (samples: [Float], missed: Double?, caughtUp: Double?) {
         let dir = TempDir()
         let path = dir.file("aligned.wav")
         let engine = try AudioEngine(sampleRate: 44100, sink: .device(DeviceConfiguration(name: "file:FILE=\(path),FORMAT=wav",
@@ -20,15 +21,15 @@ struct AlignedStartTests {
         let at = lead >= 0 ? now + UInt64(lead) * 1_000_000 : now - UInt64(-lead) * 1_000_000
         try engine.start(end: 44100, heardAt: at)
         _ = engine.waitUntilDone(timeout: 10)
-        let missed = engine.missedStart
+        let missed = engine.missedStart, caughtUp = engine.caughtUpStart
         engine.stop()
-        return (try WAV.read(path, dataIsFloat: true).samples, missed)
+        return (try WAV.read(path, dataIsFloat: true).samples, missed, caughtUp)
     }
 
     @Test("200 ms ahead: 200 ms of silence (less what the start took), then every frame once, in order")
     func ahead() throws {
-        let (samples, missed) = try run(lead: 200)
-        #expect(missed == nil)
+        let (samples, missed, caughtUp) = try run(lead: 200)
+        #expect(missed == nil && caughtUp == nil)
         let first = try #require(stride(from: 1, to: samples.count, by: 2).first { samples[$0] != 0 }) / 2
         // Reckoned at the output's first look, a few ms after the call at most.
         #expect(first > 44100 * 150 / 1000 && first <= 44100 * 200 / 1000, "\(first) frames of silence")
@@ -74,9 +75,29 @@ struct AlignedStartTests {
         #expect(silence >= 4410, "\(silence) frames of silence before the resume")
     }
 
+    @Test("an instant 4 ms gone: the frames due by then are left out and the rest fades in, on time")
+    func caughtUp() throws {
+        let (samples, missed, caughtUp) = try run(lead: -4)
+        #expect(missed == nil)
+        // No silence in front: the file starts with the frame due at the output's first look,
+        // 4 ms after the instant and a few ms more for the start (20 ms at most).
+        let frames = samples.count / 2, skipped = 44100 - frames
+        #expect(skipped >= 44100 * 4 / 1000 && skipped <= 44100 * 20 / 1000, "\(skipped) frames left out")
+        // It says what it left out (to the frame, as a duration).
+        let said = try #require(caughtUp)
+        #expect(abs(said * 44100 - Double(skipped)) < 1, "\(said) s said, \(skipped) frames left out")
+        #expect(abs(samples[0]) < 0.001, "not faded in: \(samples[0])")
+        // After the fade-in (5 ms), each frame is the source's frame of that moment.
+        for i in 441..<frames where samples[2 * i] != Float(Int64(skipped + i) % CountingSource.period) * CountingSource.scale {
+            Issue.record("frame \(i) of the file is not the source's frame \(skipped + i)")
+            break
+        }
+    }
+
     @Test("an instant 50 ms gone: nothing is heard, and the start says it was missed by about that")
     func late() throws {
-        let (samples, missed) = try run(lead: -50)
+        let (samples, missed, caughtUp) = try run(lead: -50)
+        #expect(caughtUp == nil)
         let late = try #require(missed)
         #expect(late >= 0.05 && late < 1, "\(late) s")
         #expect(samples.allSatisfy { $0 == 0 })

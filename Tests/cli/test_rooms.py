@@ -361,6 +361,18 @@ def test_a_sit_in_several_rooms_keeps_every_gong_in_step_through_a_pause_and_res
     names = ["start gong", "resume", "interval bell after the pause", "end gong"]
     for k, name in enumerate(names):
         at = [o[k] for o in per_room]
+        if name == "start gong":
+            # A node that reaches the instant a few ms late (a loaded machine) leaves out
+            # what was due by then and fades in on time: its start gong's first sample over
+            # the threshold comes early by up to that much, the ring after it in step. The
+            # timing is the lag of the ring from 30 ms after the latest onset (100 ms long)
+            # against the first room's; the onsets' own skew is reported beside it.
+            onset_ms = (max(at) - min(at)) * 1000 / RATE
+            smtest.report("rooms: skew between 3 rooms of the first sample over the threshold of a sit's start gong "
+                          "(PulseAudio, one machine; earlier where a node left out its first ms to be on time)",
+                          f"{onset_ms:.3f}", "ms", "<= 2 (not a check: the timing is the lag below)", onset_ms <= 2)
+            start = max(at) + RATE * 3 // 100
+            at = [0] + [lag(chans[0], c, start) for c in chans[1:]]
         if name == "resume":
             # The gong rings on, faded in: its onset is the first sample of a ring over a
             # threshold, and any difference in that ring's first ms moves it by a whole cycle

@@ -168,13 +168,17 @@ int sm_realtime_clock_state(int *synchronised, long *esterror_us, long *maxerror
  * (CLOCK_MONOTONIC), the device's own delay subtracted: silence goes in front of it until
  * a frame written then is heard at that instant. On a device that plays in real time and
  * runs (one kept open by the standby), to a frame; on one that has not started, the
- * silence from now to `ns` (what it needs to start is not known). A start that cannot be
- * met (the frames came after it, less 1 ms) is played at no volume: nothing late is
- * heard; sm_output_align_late says by how much it was missed. Call before the session's
- * frames are written. */
+ * silence from now to `ns` (what it needs to start is not known). Reached up to 1 ms
+ * late, it plays so; up to 20 ms, the frames due by then are left out and the rest fades
+ * in, on time. A start that
+ * cannot be met (later than that, or its frames not there yet) is played at no volume:
+ * nothing late is heard; sm_output_align_late says by how much it was missed. Call before
+ * the session's frames are written. */
 void sm_output_align(sm_output *out, uint64_t ns);
 /* How late the last aligned start was (ns; 0: on time, or none asked). */
 uint64_t sm_output_align_late(const sm_output *out);
+/* How much of the last aligned start's first audio was left out to meet it (ns; 0: none). */
+uint64_t sm_output_align_skipped(const sm_output *out);
 /* The next SM_REQ_STANDBY holds a paused session (a sit in several rooms): the device runs
  * on silence, and the session's resume goes on with a fade-in (as a resume does). */
 void sm_output_standby_holds_pause(sm_output *out);
