@@ -39,6 +39,9 @@ public final class DecodedSource: FrameSource {
     private var decoderAtEnd = false
     private var pendingInput = 0          // stereo frames in stereoBuffer not yet resampled
     private var pendingOffset = 0
+    /// One step of the rates' common grid (source and engine frames that fall at the same
+    /// instant), for a resampled seek.
+    private let gridStep: (source: Int64, engine: Int64)
 
     public init(decoder: any AudioDecoder, engineRate: Int, loop: Bool = false) throws(AudioError) {
         self.decoder = decoder
@@ -49,6 +52,9 @@ public final class DecodedSource: FrameSource {
             throw AudioError.invalidArgument("cannot play audio with \(fmt.channels) channels")
         }
         let total = decoder.totalFrames ?? 0
+        var a = Int64(fmt.sampleRate), b = Int64(engineRate)
+        while b != 0 { (a, b) = (b, a % b) }
+        gridStep = (Int64(fmt.sampleRate) / max(a, 1), Int64(engineRate) / max(a, 1))
         if fmt.sampleRate == engineRate {
             resampler = nil
             passLength = total
@@ -213,9 +219,7 @@ public final class DecodedSource: FrameSource {
     /// as the first pass does (a later pass has the file's end in it: its first ms differ).
     private func resampledStart(before target: Int64) -> (engine: Int64, source: Int64) {
         let inRate = Int64(decoder.format.sampleRate), outRate = Int64(engineRate)
-        var a = inRate, b = outRate
-        while b != 0 { (a, b) = (b, a % b) }
-        let sourceStep = inRate / a, engineStep = outRate / a
+        let (sourceStep, engineStep) = gridStep
         let sourceTarget = target * inRate / outRate
         guard sourceStep <= 4096 else {
             return (target, (target * inRate + outRate / 2) / outRate)

@@ -217,6 +217,7 @@ public final class MP3Decoder: AudioDecoder {
                 throw AudioError.corrupt(
                     path: file.path, detail: formatChange().map { "\($0), and libmpg123 cannot convert it: \(why)" } ?? why)
             }
+            decodedSinceSeek = true
             // A frame the gapless trim removed entirely comes back empty: decode the next.
             guard let audio, bytes > 0 else { continue }
             chunk = UnsafeRawPointer(audio).assumingMemoryBound(to: Float.self)
@@ -231,6 +232,9 @@ public final class MP3Decoder: AudioDecoder {
 
     /// How far a seek first goes elsewhere (frames: sixteen of MPEG-1's longest).
     private static let detour: Int64 = 16 * 1152
+    /// A frame was decoded since the last seek (libmpg123's synthesis holds what playing
+    /// through gives): the next seek needs no detour.
+    private var decodedSinceSeek = true
 
     public func seek(toFrame frame: Int64) throws(AudioError) {
         let target = max(0, min(frame, totalFrames ?? frame))
@@ -241,8 +245,12 @@ public final class MP3Decoder: AudioDecoder {
         // frames came out up to 0.3 off, the error dying away (one node of three in 2 of
         // 14 resumes in the rooms test). A seek elsewhere first makes this one a real seek,
         // pre-roll and all: sixteen frames on (read soon anyway), or to the start near the end.
-        let away = target + Self.detour < (totalFrames ?? 0) ? target + Self.detour : 0
-        if abs(away - target) >= Self.detour { _ = mpg123_seek(handle, off_t(away), SEEK_SET) }
+        // After a decode, libmpg123's own seek is right (a loop's wrap, a seek while playing).
+        if !decodedSinceSeek {
+            let away = target + Self.detour < (totalFrames ?? 0) ? target + Self.detour : 0
+            if abs(away - target) >= Self.detour { _ = mpg123_seek(handle, off_t(away), SEEK_SET) }
+        }
+        decodedSinceSeek = false
         let r = mpg123_seek(handle, off_t(target), SEEK_SET)
         chunk = nil
         chunkFrames = 0
