@@ -290,6 +290,13 @@ public final class AudioEngine: Sendable {
     public var errors: [AudioError] { core.errors.withLock { $0 } }
 
     /// The output thread's counters (kept after the device is closed); nil for a file.
+    /// `body` runs (on the engine's own thread, briefly) each time the engine stops running:
+    /// paused, played to its end, stopped or failed. A loop that sleeps while it plays is
+    /// woken by it (the daemon's: a session's end is taken up at once).
+    public func whenSettled(_ body: @escaping @Sendable () -> Void) {
+        core.onSettled.withLock { $0 = body }
+    }
+
     /// How late an aligned start (`start(heardAt:)`) was, in seconds: nil when on time (or
     /// none asked, or not known yet).
     public var missedStart: Double? {

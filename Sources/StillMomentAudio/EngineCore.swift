@@ -131,9 +131,16 @@ final class EngineCore: @unchecked Sendable {
         AudioEngine.State(rawValue: state.load(ordering: .acquiring)) ?? .failed
     }
 
+    /// Called on the thread that changes the state when it leaves `running` (paused,
+    /// finished, stopped, failed): the daemon's loop is woken, and need not look.
+    let onSettled = Mutex<(@Sendable () -> Void)?>(nil)
+
     private func setState(_ s: AudioEngine.State) {
         state.store(s.rawValue, ordering: .releasing)
-        if s != .running && s != .idle { doneSignal.signal() }
+        if s != .running && s != .idle {
+            doneSignal.signal()
+            onSettled.withLock { $0 }?()
+        }
     }
 
     // MARK: commands

@@ -250,11 +250,14 @@ public final class Daemon {
         // Idle with nobody connected, the loop sleeps until the socket watchdog's next
         // look (5 s) or the next scheduled entry, whichever comes first. A session looks at
         // its engine every 100 ms while someone follows its states (a subscriber, Home
-        // Assistant, the LED), else once a second (its progress cadence: a change of phase or
-        // its end is taken up within it; commands wake the loop at once). Ten wake-ups a
-        // second were a third of the daemon's CPU playing an MP3 to PulseAudio.
+        // Assistant, the LED). Else it sleeps until the session's cadence (what was heard,
+        // every 5 s) or the release of its start's code (3 s in): its end and a failure wake
+        // the loop (HostedSession's engine), and commands come through the sockets. Ten
+        // wake-ups a second were a third of the daemon's CPU playing an MP3 to PulseAudio,
+        // and one a second (its progress cadence, which nobody read then) a fifth of the rest.
         let watched = listener.hasSubscribers || mqtt.isConnected || led != nil
-        let sleep: Int32 = min(host.isIdle ? (listener.isEmpty ? 5000 : 250) : (watched ? 100 : 1000), mqtt.dueWithinMs ?? .max)
+        let sleep: Int32 = min(host.isIdle ? (listener.isEmpty ? 5000 : 250) : (watched ? 100 : unwatchedSessionSleep()),
+                               mqtt.dueWithinMs ?? .max)
         let due = buttons.timeout().map { min($0, sleep) } ?? sleep
         pollOnce(timeoutMs: host.pollTimeout(cap: min(due, cap ?? due)))
         buttons.tick()
@@ -328,6 +331,20 @@ public final class Daemon {
             return false
         }
         return true
+    }
+
+    /// How long a turn may sleep while a session plays and nobody follows it (ms): until
+    /// its cadence, or its start's code release, at most the socket watchdog's 5 s (1 s
+    /// with a connection open); a session still starting looks once a second.
+    private func unwatchedSessionSleep() -> Int32 {
+        guard let cadence = host.sessionSleep else { return 1000 }
+        // A connection (not a subscriber) is held to its hello and idle limits within a
+        // second, as before.
+        var sleep = min(listener.isEmpty ? 5000 : 1000, cadence)
+        if let p = playing, !p.released {
+            sleep = min(sleep, Int32(clamping: Int64(max(0, (p.since + 3 - now()) * 1000).rounded(.up))))
+        }
+        return max(1, sleep)
     }
 
     /// Serves a connection made elsewhere (a socketpair in the tests) as if accepted.

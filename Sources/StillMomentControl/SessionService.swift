@@ -563,7 +563,17 @@ public final class SessionService: ScheduleHost {
     private func begin(_ session: HostedSession) {
         active = session
         lastProgress = MonotonicClock.milliseconds()
+        // Its end (or a failure) wakes the loop, which need not look every second.
+        session.engine.whenSettled { [worker] in worker.poke() }
         reap()
+    }
+
+    /// How long the loop may sleep while a session plays and nobody follows its states
+    /// (ms; nil: nothing plays): until the cadence that keeps what was heard. Its end and a
+    /// failure wake the loop (`whenSettled`), commands come through the sockets.
+    var sessionSleep: Int32? {
+        guard let s = active else { return nil }
+        return Int32(clamping: s.runner.keepUpDueIn())
     }
 
     private func playing() throws(ProtocolError) -> HostedSession {

@@ -95,6 +95,11 @@ public final class SessionRunner: Sendable {
         }
     }
 
+    /// How long until the cadence is due (ms, 0: now), for a loop that sleeps meanwhile.
+    public func keepUpDueIn(now: Int64 = MonotonicClock.milliseconds()) -> Int64 {
+        kept.withLock { k in max(0, k.at + Self.keepEvery - now) }
+    }
+
     /// Notes what was heard and keeps the place when it moved (never for a render: it
     /// keeps the one saved). May wait on the disk.
     public func keepUp() {
