@@ -442,11 +442,13 @@ static int align_start(sm_output *o) {
     if (want <= 0) {
         /* Up to 1 ms late: played so, its first frames whole (a bell's strike; faded in,
          * its first cycle went under the onset's threshold in test_rooms, a cycle later).
-         * Later than that (a sound server's take-back leaves it ~10 ms, and a loaded
-         * machine can use more): the frames due by now are left out and the rest fades in,
-         * on time. Muted instead, the room was silent for a second and joined again. */
+         * Later than that on a device that plays (a sound server's take-back leaves it
+         * ~10 ms, and a loaded machine can use more): the frames due by now are left out
+         * and the rest fades in, on time. Muted instead, the room was silent for a second
+         * and joined again. Not on a device yet to start: when it is heard is not known
+         * (its start adds its own delay), and the session joining again meets it. */
         uint64_t late = (uint64_t)(-want) * 1000000000ull / rate;
-        if (late > ALIGN_TOLERANCE_NS && late <= ALIGN_CATCH_UP_NS && sm_out_skip_ring(o, (uint32_t)-want)) {
+        if (live && late > ALIGN_TOLERANCE_NS && late <= ALIGN_CATCH_UP_NS && sm_out_skip_ring(o, (uint32_t)-want)) {
             atomic_store_explicit(&o->align_skipped_ns, late, memory_order_release);
             late = 0;
         }

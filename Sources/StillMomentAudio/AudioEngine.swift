@@ -289,7 +289,6 @@ public final class AudioEngine: Sendable {
     /// Errors met while rendering (a damaged file, a lost device, a full disk).
     public var errors: [AudioError] { core.errors.withLock { $0 } }
 
-    /// The output thread's counters (kept after the device is closed); nil for a file.
     /// `body` runs (on the engine's own thread, briefly) each time the engine stops running:
     /// paused, played to its end, stopped or failed. A loop that sleeps while it plays is
     /// woken by it (the daemon's: a session's end is taken up at once).
@@ -311,6 +310,7 @@ public final class AudioEngine: Sendable {
         return ns > 0 ? Double(ns) / 1e9 : nil
     }
 
+    /// The output thread's counters (kept after the device is closed); nil for a file.
     public var statistics: OutputStatistics? {
         let report = core.withOutput { output -> (stats: sm_output_stats, error: sm_error) in
             var e = sm_error()

@@ -1,8 +1,8 @@
 // An aligned start (AudioEngine.start(heardAt:), sm_output_align) on the `file:` device,
 // which does not play in real time: the silence in front of the first frame is the time
-// from the start to the instant, every frame after it comes once and in order, a start
-// reached a few ms late leaves out the frames due by then, and a start whose instant has
-// long passed is played at no volume and says how late it was. (On a device
+// from the start to the instant, every frame after it comes once and in order, and a start
+// whose instant has passed is played at no volume and says how late it was (a device that
+// plays already leaves out the frames due by then instead, up to 20 ms: the rooms' tests). (On a device
 // that plays in real time the instant is met from its delay: the rooms' process tests
 // measure it on PulseAudio, in one capture of several nodes.)
 import Foundation
@@ -75,23 +75,16 @@ struct AlignedStartTests {
         #expect(silence >= 4410, "\(silence) frames of silence before the resume")
     }
 
-    @Test("an instant 4 ms gone: the frames due by then are left out and the rest fades in, on time")
-    func caughtUp() throws {
+    @Test("an instant 4 ms gone on a device not yet playing: muted, nothing left out (when it would be heard is not known)")
+    func notCaughtUpBeforeTheDevicePlays() throws {
+        // A device that plays leaves out the frames due by then instead (1-20 ms late): the
+        // rooms' process tests meet that on PulseAudio under load. The file device never
+        // plays in real time, so this start is reckoned before it plays.
         let (samples, missed, caughtUp) = try run(lead: -4)
-        #expect(missed == nil)
-        // No silence in front: the file starts with the frame due at the output's first look,
-        // 4 ms after the instant and a few ms more for the start (20 ms at most).
-        let frames = samples.count / 2, skipped = 44100 - frames
-        #expect(skipped >= 44100 * 4 / 1000 && skipped <= 44100 * 20 / 1000, "\(skipped) frames left out")
-        // It says what it left out (to the frame, as a duration).
-        let said = try #require(caughtUp)
-        #expect(abs(said * 44100 - Double(skipped)) < 1, "\(said) s said, \(skipped) frames left out")
-        #expect(abs(samples[0]) < 0.001, "not faded in: \(samples[0])")
-        // After the fade-in (5 ms), each frame is the source's frame of that moment.
-        for i in 441..<frames where samples[2 * i] != Float(Int64(skipped + i) % CountingSource.period) * CountingSource.scale {
-            Issue.record("frame \(i) of the file is not the source's frame \(skipped + i)")
-            break
-        }
+        #expect(caughtUp == nil)
+        let late = try #require(missed)
+        #expect(late >= 0.004 && late < 1, "\(late) s")
+        #expect(samples.allSatisfy { $0 == 0 })
     }
 
     @Test("an instant 50 ms gone: nothing is heard, and the start says it was missed by about that")
