@@ -39,6 +39,8 @@ final class RoomsLink {
     private var sitOrigin: Int64?
     /// Times this node joined its sit again after missing the instant (at most 3 a sit).
     private var rejoins = 0
+    /// What the sit's session here last left out to meet an instant, as logged.
+    private var caughtUpLogged: Double?
     /// Changes for an instant: run by `runDue` on the loop's turns (the loop sleeps no
     /// longer than to the first), in the order of the sit's revisions.
     private struct Due {
@@ -281,6 +283,7 @@ final class RoomsLink {
     func runDue() {
         guard !due.isEmpty else {
             settle()
+            noteCaughtUp()
             rejoinIfMissed()
             return
         }
@@ -327,6 +330,19 @@ final class RoomsLink {
     /// instant, so that the new one is a second after it. Reckoned from now, the step kept
     /// the instant that was just missed, and the session made for it came out late and
     /// stayed so (a resume 71 ms behind the other rooms, in test_rooms beside a fuzzer).
+    /// The sit's session here reached its start or resume a little late (a loaded machine)
+    /// and left out that much of its first audio to be in step: said once, when it happens.
+    private func noteCaughtUp() {
+        guard let session = sitSession, let id = sitID, let skipped = host.sitCaughtUp(session) else {
+            caughtUpLogged = nil
+            return
+        }
+        guard skipped != caughtUpLogged else { return }
+        caughtUpLogged = skipped
+        let tenths = Int((skipped * 10_000).rounded())
+        log.info("rooms: sit \(id) reached its instant here \(tenths / 10).\(tenths % 10) ms late: left out that much of its first audio, in step")
+    }
+
     private func rejoinIfMissed() {
         guard let session = sitSession, let id = sitID, sitLocal == .playing, let sit = sits[id], let settings,
               let missed = host.sitMissedStart(session) else { return }

@@ -153,6 +153,13 @@ extension SessionService {
         return t.engine.missedStart
     }
 
+    /// How much of its first audio the sit's session `id` left out to meet its last instant
+    /// (s; nil: none).
+    func sitCaughtUp(_ id: Int) -> Double? {
+        guard let s = active, s.id == id, case .timer(let t) = s.player else { return nil }
+        return t.engine.caughtUpStart
+    }
+
     /// It ends here now (the instant), fading out as a stop does.
     func stopPeerSit(_ id: Int) {
         if active == nil, let st = startingID, st == id {
