@@ -1,10 +1,10 @@
 // An aligned start (AudioEngine.start(heardAt:), sm_output_align) on the `file:` device,
 // which does not play in real time: the silence in front of the first frame is the time
 // from the start to the instant, every frame after it comes once and in order, and a start
-// whose instant has passed is played at no volume and says how late it was (a device that
-// plays already leaves out the frames due by then instead, up to 20 ms: the rooms' tests). (On a device
-// that plays in real time the instant is met from its delay: the rooms' process tests
-// measure it on PulseAudio, in one capture of several nodes.)
+// whose instant has passed is played at no volume and says how late it was. (On a device
+// that plays in real time the instant is met from its delay, and one reached up to 20 ms
+// late leaves out the frames due by then instead: the rooms' process tests measure it on
+// PulseAudio, in one capture of several nodes.)
 import Foundation
 import Testing
 @_spi(Testing) import StillMomentAudio

@@ -170,10 +170,10 @@ int sm_realtime_clock_state(int *synchronised, long *esterror_us, long *maxerror
  * runs (one kept open by the standby), to a frame; on one that has not started, the
  * silence from now to `ns` (what it needs to start is not known). Reached up to 1 ms
  * late, it plays so; up to 20 ms on a device that plays, the frames due by then are left
- * out and the rest fades in, on time. A start that
- * cannot be met (later than that, or its frames not there yet) is played at no volume:
- * nothing late is heard; sm_output_align_late says by how much it was missed. Call before
- * the session's frames are written. */
+ * out and the rest fades in, on time (sm_output_align_skipped says how much). A start that
+ * cannot be met (later than that, on a device yet to start, or its frames not there yet)
+ * is played at no volume: nothing late is heard; sm_output_align_late says by how much it
+ * was missed. Call before the session's frames are written. */
 void sm_output_align(sm_output *out, uint64_t ns);
 /* How late the last aligned start was (ns; 0: on time, or none asked). */
 uint64_t sm_output_align_late(const sm_output *out);

@@ -321,15 +321,6 @@ final class RoomsLink {
         return mine.count == 1 ? mine.first : nil
     }
 
-    /// The sit's session here missed its instant (its device could not meet it, and it plays
-    /// at no volume rather than late): it joins again a second ahead, at the point the
-    /// timeline will have reached then, at most 3 times a sit.
-    ///
-    /// A miss may be known before the instant (the device held more than the time left,
-    /// and what it held could not all be taken back): the step is then reckoned as at the
-    /// instant, so that the new one is a second after it. Reckoned from now, the step kept
-    /// the instant that was just missed, and the session made for it came out late and
-    /// stayed so (a resume 71 ms behind the other rooms, in test_rooms beside a fuzzer).
     /// The sit's session here reached its start or resume a little late (a loaded machine)
     /// and left out that much of its first audio to be in step: said once, when it happens.
     private func noteCaughtUp() {
@@ -343,6 +334,15 @@ final class RoomsLink {
         log.info("rooms: sit \(id) reached its instant here \(tenths / 10).\(tenths % 10) ms late: left out that much of its first audio, in step")
     }
 
+    /// The sit's session here missed its instant (its device could not meet it, and it plays
+    /// at no volume rather than late): it joins again a second ahead, at the point the
+    /// timeline will have reached then, at most 3 times a sit.
+    ///
+    /// A miss may be known before the instant (the device held more than the time left,
+    /// and what it held could not all be taken back): the step is then reckoned as at the
+    /// instant, so that the new one is a second after it. Reckoned from now, the step kept
+    /// the instant that was just missed, and the session made for it came out late and
+    /// stayed so (a resume 71 ms behind the other rooms, in test_rooms beside a fuzzer).
     private func rejoinIfMissed() {
         guard let session = sitSession, let id = sitID, sitLocal == .playing, let sit = sits[id], let settings,
               let missed = host.sitMissedStart(session) else { return }
