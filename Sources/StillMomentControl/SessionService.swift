@@ -637,8 +637,7 @@ public final class SessionService: ScheduleHost {
             case .closed(let h, let summary):
                 log.info("session \(h.id) closed (\(summary.reason.name))")
                 if let skipped = h.engine.caughtUpStart {
-                    let tenths = Int((skipped * 10_000).rounded())
-                    log.info("session \(h.id): its last instant in step with other rooms was reached \(tenths / 10).\(tenths % 10) ms late: that much of its first audio was left out, and it was on time")
+                    log.info("session \(h.id): its last instant in step with other rooms was reached \(LogFigures.milliseconds(skipped)) ms late: that much of its first audio was left out, and it was on time")
                 }
                 if let late = h.engine.missedStart {
                     log.warning("session \(h.id): its instant was missed by \(Int((late * 1000).rounded())) ms (the device was not ready in time): nothing was heard")

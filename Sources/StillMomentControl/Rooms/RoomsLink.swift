@@ -330,8 +330,7 @@ final class RoomsLink {
         }
         guard skipped != caughtUpLogged else { return }
         caughtUpLogged = skipped
-        let tenths = Int((skipped * 10_000).rounded())
-        log.info("rooms: sit \(id) reached its instant here \(tenths / 10).\(tenths % 10) ms late: left out that much of its first audio, in step")
+        log.info("rooms: sit \(id) reached its instant here \(LogFigures.milliseconds(skipped)) ms late: left out that much of its first audio, in step")
     }
 
     /// The sit's session here missed its instant (its device could not meet it, and it plays
