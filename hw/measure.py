@@ -906,6 +906,27 @@ def analyse_seek_stall(out):
            "0", bad == 0, "hw/seek_stall.py")
 
 
+def analyse_seek_plain(out):
+    """hw/seek_stall.py's second run: plain seeks (no stall) on plughw at 48 kHz."""
+    try:
+        got = json.load(open(os.path.join(out, "seek-plain-plughw.json")))
+    except (OSError, ValueError) as e:
+        check(False, f"[plughw:Loopback,0] the plain seeks did not run ({e})")
+        return
+    rows = got["xruns"]
+    if got.get("control") or got.get("stall_ms") != 0 or got.get("device") != "plughw:Loopback,0":
+        check(False, f"[plughw:Loopback,0] seek-plain-plughw.json is not the plain seeks' ({got.get('device')}, "
+                     f"{got.get('stall_ms')}-ms stalls)")
+        return
+    if got.get("problems") or len(rows) != got.get("seeks", 30):
+        check(False, f"[plughw:Loopback,0] the plain seeks did not all run: {'; '.join(got.get('problems', []))}")
+        return
+    bad = sum(1 for x in rows if x)
+    target(f"[plughw:Loopback,0] plain seeks of ±15 s through the plug at 48 kHz (the engine resamples the tone), "
+           f"no stall: xruns after each {rows}", f"{bad} of {len(rows)}", "seeks with an xrun",
+           "0", bad == 0, "hw/seek_stall.py (SEEK_STALL_MS=0)")
+
+
 def analyse(out):
     try:
         guest = json.load(open(os.path.join(out, "guest.json")))
@@ -928,6 +949,8 @@ def analyse(out):
     analyse_button(out)
     if "hw" in config.get("DEVICES", "").split(","):
         analyse_seek_stall(out)
+    if "plughw" in config.get("DEVICES", "").split(","):
+        analyse_seek_plain(out)
     print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
 

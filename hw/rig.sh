@@ -15,7 +15,7 @@
 # could not start, the guest did not finish within HW_TIMEOUT seconds). Targets that are
 # missed are reported as MISSED and do not fail the run.
 #
-#   HW_TIMEOUT=…     the guest's hard limit (s; default 200 per device and 160, 600 at least)
+#   HW_TIMEOUT=…     the guest's hard limit (s; default 200 per device and 220, 600 at least)
 #   HW_KEEP=1        keep the result folder (captures, logs) and say where it is
 #   HW_QUICK=1       only hw:Loopback,0 (no plughw, no dmix)
 #   HW_DEVICES=…     the devices by name, comma-separated (hw,plughw,dmix,dmix125: all of them)
@@ -39,7 +39,7 @@ for d in ${DEVICES//,/ }; do
 done
 # A device takes the guest about 170 s (3 devices: 508 s in one run).
 n=$(echo "${DEVICES//,/ }" | wc -w)
-HW_TIMEOUT=${HW_TIMEOUT:-$(( n * 200 + 160 > 600 ? n * 200 + 160 : 600 ))}
+HW_TIMEOUT=${HW_TIMEOUT:-$(( n * 200 + 220 > 600 ? n * 200 + 220 : 600 ))}
 bash scripts/deps.sh qemu-system-x86 busybox-static cpio alsa-utils python3 python3-numpy lame mpg123 kmod
 
 # The kernel: the package linux-image-amd64 depends on, downloaded and extracted (once).

@@ -11,9 +11,14 @@ seek's refill used to keep one or two 20-ms periods of silence queued while the 
 refilled, so a stall inside that window ran the card dry (6 of 12 seeks counted an xrun);
 it now fills the buffer before the seek is answered and keeps it full (0 of 12 in most runs).
 
-For a probe (hw/rig.sh with HW_SCRIPT=): SEEK_STALL_MS sets the stall, and
-SEEK_STALL_CONTROL=1 stalls after a status instead of a seek (what a stall does to plain
-playing, the comparison)."""
+hw/inside.sh runs it a second time for plughw (SEEK_STALL_MS=0, 30 seeks, SEEK_STALL_JSON=
+seek-plain-plughw.json): plain seeks through the plug at 48 kHz, where the engine resamples.
+
+For a probe (hw/rig.sh with HW_SCRIPT=): SEEK_STALL_MS sets the stall (0: none, plain
+seeks), SEEK_STALL_CONTROL=1 stalls after a status instead of a seek (what a stall does to
+plain playing, the comparison), SEEK_STALL_DEVICE plays on another device than
+hw:Loopback,0 (plughw:Loopback,0 at 48 kHz: the engine resamples the tone) and
+SEEK_STALL_SEEKS sets how many seeks."""
 import json
 import os
 import shutil
@@ -29,7 +34,9 @@ OUT, BIN = inside.OUT, inside.BIN
 WORK = "/tmp/probe-seek"      # a home of its own: nothing left from inside.py's sessions
 ENV, SOCK = inside.environment(WORK)
 STALL = float(os.environ.get("SEEK_STALL_MS", "60")) / 1000   # a probe may ask for another
-SEEKS = 12
+SEEKS = int(os.environ.get("SEEK_STALL_SEEKS", "12"))
+RESULT = os.environ.get("SEEK_STALL_JSON", "seek-stall.json")   # the plain seeks' check writes its own
+DEVICE = os.environ.get("SEEK_STALL_DEVICE", "hw:Loopback,0")
 CONTROL = os.environ.get("SEEK_STALL_CONTROL") == "1"   # a probe's control run: no seeks
 
 
@@ -56,14 +63,19 @@ def main():
             say("seek-stall probe: cannot connect to the daemon")
             return 1
         what = "statuses (no seek)" if CONTROL else "seeks"
-        say(f"hw: {what}, each with a {STALL * 1000:.0f}-ms stall of the daemon")
-        _, r = client.request("play", {"id": "tone", "device": "hw:Loopback,0"})
+        say(f"{DEVICE}: {what}, each with a {STALL * 1000:.0f}-ms stall of the daemon")
+        _, r = client.request("play", {"id": "tone", "device": DEVICE})
         time.sleep(3.0)
         _, s = client.request("status")
-        say(f"seek-stall probe ({os.path.basename(BIN)}): playing, xruns {s.get('xruns')}, device {s.get('device')}")
+        try:
+            with open("/proc/asound/card0/pcm0p/sub0/hw_params") as f:
+                params = " ".join(line.strip() for line in f if line.startswith(("format", "rate", "buffer_size", "period_size")))
+        except OSError:
+            params = "?"
+        say(f"seek-stall probe ({os.path.basename(BIN)}): playing, xruns {s.get('xruns')}, device {s.get('device')}, card {params}")
         problems = []
-        if s.get("state") != "playing" or s.get("device") != "hw:Loopback,0" or not isinstance(s.get("xruns"), int):
-            problems.append(f"not playing on hw:Loopback,0 after `play`: {str(r)[:200]}; status {str(s)[:300]}")
+        if s.get("state") != "playing" or s.get("device") != DEVICE or not isinstance(s.get("xruns"), int):
+            problems.append(f"not playing on {DEVICE} after `play`: {str(r)[:200]}; status {str(s)[:300]}")
         rows, stalls = [], []
         for i in range(SEEKS if not problems else 0):
             before = client.request("status")[1].get("xruns")
@@ -71,11 +83,12 @@ def main():
                 _, answer = client.request("status")
             else:
                 _, answer = client.request("seek", {"by": 15000 if i % 2 == 0 else -15000})
-            t0 = time.monotonic()
-            os.kill(daemon.pid, signal.SIGSTOP)
-            time.sleep(STALL)
-            os.kill(daemon.pid, signal.SIGCONT)
-            stalls.append(round((time.monotonic() - t0) * 1000, 1))   # the guest may overshoot
+            if STALL > 0:
+                t0 = time.monotonic()
+                os.kill(daemon.pid, signal.SIGSTOP)
+                time.sleep(STALL)
+                os.kill(daemon.pid, signal.SIGCONT)
+                stalls.append(round((time.monotonic() - t0) * 1000, 1))   # the guest may overshoot
             time.sleep(1.2)
             _, st = client.request("status")
             after = st.get("xruns")
@@ -84,12 +97,12 @@ def main():
                 problems.append(f"seek {i + 1}: answer {str(answer)[:200]}, status {str(st)[:200]}")
                 break
             rows.append(after - before)
-        say(f"seek-stall probe ({os.path.basename(BIN)}): xruns after each of {SEEKS} {what} with a "
+        say(f"seek-stall probe ({os.path.basename(BIN)}, {DEVICE}): xruns after each of {SEEKS} {what} with a "
             f"{STALL * 1000:.0f}-ms SIGSTOP at the answer: {rows}; with an xrun: "
             f"{sum(1 for x in rows if x)} of {SEEKS}; the stalls as timed: {stalls} ms")
         client.request("stop")
-        with open(os.path.join(OUT, "seek-stall.json"), "w") as f:
-            json.dump({"stall_ms": STALL * 1000, "control": CONTROL, "stalls_ms": stalls, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
+        with open(os.path.join(OUT, RESULT), "w") as f:
+            json.dump({"stall_ms": STALL * 1000, "control": CONTROL, "device": DEVICE, "stalls_ms": stalls, "xruns": rows, "seeks": SEEKS, "problems": problems}, f)
         return 0
     finally:
         daemon.terminate()

@@ -343,6 +343,18 @@ static long takeable(sm_output *o, long margin) {
     long rewindable = 0, queued = 0;
     if (o->dev->ops->delay(o->dev, &queued, &rewindable) < 0 || queued < 0) queued = 0;
     if (rewindable > queued) rewindable = queued;
+    /* A card's pointer moves in steps (clock.c): between two of them the card has played
+     * up to a step past what the read says, and a margin counted from the read was that
+     * much less, or nothing: in the sound-card rig a seek's take-back before its fade (2 ms
+     * by the read) met the card already past it, an xrun at 1 in 20 seeks through plughw,
+     * each 1-2 ms after the rewind (4 of 60 in a probe; 1 of 180 counted from the
+     * envelope). The margin counts from where the card is reckoned to be, as the clock. */
+    if (o->dev->info.pointer_lags && st == SM_DEV_RUNNING && queued > 0 && (uint64_t)queued <= o->dev_pos) {
+        uint64_t read = o->dev_pos - (uint64_t)queued;
+        uint64_t played = sm_clock_envelope_step(&o->clock_env, read, sm_monotonic_ns(), o->info.rate,
+                                                 o->info.period_frames, o->dev_pos);
+        if (played > read) rewindable -= (long)(played - read);
+    }
     long k = rewindable - margin;
     return k > 0 ? k : 0;
 }
