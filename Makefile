@@ -7,7 +7,7 @@ DESTDIR ?=
 # Debian packages: to build, to test, to run the benchmarks.
 DEB_BUILD := pkg-config libasound2-dev libpulse-dev libmpg123-dev libfaad-dev libsoxr-dev libxxhash-dev libsqlite3-dev
 DEB_TEST := $(DEB_BUILD) libebur128-dev lame sox python3 python3-pytest python3-venv util-linux pulseaudio pulseaudio-utils libasound2-plugins chromium chromium-driver openssl mosquitto mosquitto-clients libmosquitto1 snapserver snapclient iproute2 gcc libc6-dev curl
-DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-pytest python3-venv chromium chromium-driver mosquitto mosquitto-clients libmosquitto1 iproute2
+DEB_BENCH := $(DEB_BUILD) libebur128-dev mpg123 faad lame ffmpeg sox sqlite3 time pulseaudio pulseaudio-utils libasound2-plugins stress-ng valgrind binutils python3-pytest python3-venv chromium chromium-driver mosquitto mosquitto-clients libmosquitto1 iproute2 gcc libc6-dev
 # Debian packages: to make the .deb, and to test it (lintian, systemd-analyze, a clean root).
 DEB_DEB := $(DEB_BUILD) debhelper dpkg-dev fakeroot
 DEB_TEST_DEB := $(DEB_DEB) lintian systemd debootstrap util-linux
