@@ -207,14 +207,19 @@ static sm_dev_state pulse_state(sm_backend *b) {
     return s;
 }
 
-/* Frames that can be written now. */
+/* Frames that can be written now: what the server asks for, and the room a pending
+ * rewind makes (as pulse_write counts it). Without the rewind's room, a take-back of the
+ * standby's silence looked like a full stream: the output thread slept up to a period
+ * before its first write, the server played on meanwhile, and the write, seeking back by
+ * the amount reckoned before the sleep, left the stream all but empty: the likely cause of
+ * an underflow in 2 of 11 clean-clone CIs' second session from the standby (test_standby). */
 static long pulse_avail(sm_backend *b) {
     sm_pulse *p = (sm_pulse *)b;
     pa.pa_threaded_mainloop_lock(p->ml);
     long n = -ENODEV;
     if (alive(p)) {
         size_t w = pa.pa_stream_writable_size(p->st);
-        if (w != (size_t)-1) n = (long)(w / p->frame_bytes);
+        if (w != (size_t)-1) n = (long)((w + (size_t)(-p->seek_bytes)) / p->frame_bytes);
     } else {
         note_failure(p);
     }
