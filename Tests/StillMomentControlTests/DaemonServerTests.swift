@@ -28,12 +28,14 @@ struct DaemonServerTests {
         let dir = processFolder + "/" + UUID().uuidString.prefix(8)   // a socket path has 108 bytes
         try FileManager.default.createDirectory(atPath: dir + "/run", withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        setenv("XDG_RUNTIME_DIR", dir + "/run", 1)
-        setenv("STILLMOMENT_HOME", dir + "/home", 1)
-        setenv("STILLMOMENT_SOUNDS", SessionServiceTests.root.appendingPathComponent("Sounds").path, 1)
         var options = Daemon.Options(onDemand: false)
         tune(&options)
-        return (try Daemon(options: options, log: Logger(label: "test")), dir)
+        return try TestEnvironment.exclusive {
+            setenv("XDG_RUNTIME_DIR", dir + "/run", 1)
+            setenv("STILLMOMENT_HOME", dir + "/home", 1)
+            setenv("STILLMOMENT_SOUNDS", SessionServiceTests.root.appendingPathComponent("Sounds").path, 1)
+            return (try Daemon(options: options, log: Logger(label: "test")), dir)
+        }
     }
 
     /// The test's end of a socketpair whose other end the daemon serves.
@@ -273,7 +275,7 @@ struct DaemonServerTests {
     func indexesOlderMeditationsWhenIdle() throws {
         let (daemon, dir) = try Self.daemon { $0.indexAfterIdle = 1 }
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try LibraryStore()
+        let store = try LibraryStore(home: dir + "/home")   // the daemon's, not whatever the environment says now
         let fixtures = SessionServiceTests.root.appendingPathComponent("Tests/Fixtures")
         guard case .imported(let mp3) = try Importer(store: store).importFile(fixtures.appendingPathComponent("cbr.mp3").path),
               case .imported(let m4a) = try Importer(store: store).importFile(fixtures.appendingPathComponent("noedit.m4a").path) else {

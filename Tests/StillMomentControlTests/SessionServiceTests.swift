@@ -16,10 +16,12 @@ struct SessionServiceTests {
     /// from the private home (none: the defaults).
     static func service() throws -> (SessionService, String) {
         let home = NSTemporaryDirectory() + "sm-service-" + UUID().uuidString
-        setenv("STILLMOMENT_HOME", home, 1)
-        setenv("STILLMOMENT_SOUNDS", root.appendingPathComponent("Sounds").path, 1)
-        let store = try LibraryStore(home: home)
-        return (SessionService(store: store, log: Logger(label: "test")), home)
+        return try TestEnvironment.exclusive {
+            setenv("STILLMOMENT_HOME", home, 1)
+            setenv("STILLMOMENT_SOUNDS", root.appendingPathComponent("Sounds").path, 1)
+            let store = try LibraryStore(home: home)
+            return (SessionService(store: store, log: Logger(label: "test")), home)
+        }
     }
 
     /// Ticks until `condition` holds (the worker's completions come in through tick).
